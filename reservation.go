@@ -1,0 +1,78 @@
+package flashsale
+
+import "time"
+
+// ReservationState is the state of a hold in the record.
+type ReservationState string
+
+// The states of a reservation. Pending and confirmed are live: they hold
+// units. The others have given their units back (RestockedAt is set).
+const (
+	ReservationPending   ReservationState = "pending"
+	ReservationConfirmed ReservationState = "confirmed"
+	ReservationExpired   ReservationState = "expired"
+	ReservationCancelled ReservationState = "cancelled"
+	// ReservationVoided marks a hold whose record write failed after the
+	// gate said yes: the shopper was never told it exists, its units went
+	// back to stock, and the API answers 404 for it.
+	ReservationVoided ReservationState = "voided"
+)
+
+// Live reports whether a reservation in this state holds units.
+func (s ReservationState) Live() bool {
+	return s == ReservationPending || s == ReservationConfirmed
+}
+
+// Reservation is a hold on Quantity units of a sale, for one shopper, until
+// ExpiresAt or until it is confirmed into an order.
+type Reservation struct {
+	ID       string
+	SaleID   string
+	SKU      string
+	UserID   string
+	Quantity int
+	State    ReservationState
+	// PaymentFingerprint identifies the payment instrument, when the
+	// shopper gave one; one live reservation per instrument per sale.
+	PaymentFingerprint string
+	// IdempotencyKey and RequestHash make a repeated reserve replay this
+	// reservation; a different request under the same key is refused.
+	IdempotencyKey string
+	RequestHash    string
+	// Epoch is the gate epoch the hold was taken under.
+	Epoch     int64
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	// RestockedAt is set, once, when the units go back to stock. It is the
+	// field that makes the restock happen exactly once.
+	RestockedAt time.Time
+	ConfirmedAt time.Time
+	OrderID     string
+	Version     int64
+}
+
+// OrderState is the state of an order.
+type OrderState string
+
+// The states of an order.
+const (
+	OrderConfirmed OrderState = "confirmed"
+	OrderShipped   OrderState = "shipped"
+	OrderCancelled OrderState = "cancelled"
+	OrderRefunded  OrderState = "refunded"
+)
+
+// Order is a paid reservation.
+type Order struct {
+	ID            string
+	ReservationID string
+	SaleID        string
+	SKU           string
+	UserID        string
+	Quantity      int
+	State         OrderState
+	PaymentRef    string
+	Version       int64
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}

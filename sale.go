@@ -1,0 +1,184 @@
+package flashsale
+
+import "time"
+
+// SaleState is the published state of a sale.
+type SaleState string
+
+// The states of a sale as the contract publishes them.
+const (
+	SaleScheduled SaleState = "scheduled"
+	SaleOpen      SaleState = "open"
+	SalePaused    SaleState = "paused"
+	SaleSoldOut   SaleState = "sold_out"
+	SaleClosed    SaleState = "closed"
+)
+
+// Fairness is the published policy by which the waiting room orders shoppers.
+type Fairness string
+
+// The fairness policies of the contract.
+const (
+	FairnessFIFO    Fairness = "fifo"
+	FairnessRandom  Fairness = "random"
+	FairnessLottery Fairness = "lottery"
+)
+
+// Valid reports whether f is one of the published policies.
+func (f Fairness) Valid() bool {
+	return f == FairnessFIFO || f == FairnessRandom || f == FairnessLottery
+}
+
+// Sale is a scheduled sale of InitialStock units of one SKU. Its zero value
+// is not a valid sale; see Validate.
+type Sale struct {
+	ID   string
+	SKU  string
+	Name string
+	// InitialStock is the number of units the sale sells. It may change only
+	// before the sale opens.
+	InitialStock int
+	OpensAt      time.Time
+	// ClosesAt is when the sale ends; zero means it ends only when an
+	// operator sets it.
+	ClosesAt time.Time
+	// HoldSeconds is how long a reservation holds its units before they
+	// return to stock.
+	HoldSeconds  int
+	PerUserLimit int
+	Fairness     Fairness
+	// RegistrationClosesAt ends the registration window of a lottery sale.
+	RegistrationClosesAt time.Time
+	// AdmissionPerSecond paces the waiting room; zero admits everyone as
+	// soon as the sale opens.
+	AdmissionPerSecond   int
+	MinAccountAgeSeconds int
+	ChallengeBits        int
+	// Shards is the number of gates the counter is split over.
+	Shards int
+
+	// State is the sale's state as last written to the record. The
+	// published state also depends on the time and the live counter; see
+	// StateAt.
+	State       SaleState
+	PauseReason string
+	PausedAt    time.Time
+	// Epoch counts rebuilds of the gate. A hold taken under an older epoch
+	// is refused by the record, and admission tokens carry the epoch they
+	// were issued under.
+	Epoch int64
+	// SeedCommitment is the hex SHA-256 of the draw's secret seed, for
+	// random and lottery sales.
+	SeedCommitment string
+	Version        int64
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Hold returns how long a reservation of this sale holds its units.
+func (s *Sale) Hold() time.Duration { return time.Duration(s.HoldSeconds) * time.Second }
+
+// MinAccountAge returns the minimum age of an account allowed to reserve.
+func (s *Sale) MinAccountAge() time.Duration {
+	return time.Duration(s.MinAccountAgeSeconds) * time.Second
+}
+
+// StateAt returns the published state at now, not counting stock: paused
+// wins over everything, then closed, then scheduled before OpensAt, else
+// open. Whether an open sale is sold out is the live counter's to say.
+func (s *Sale) StateAt(now time.Time) SaleState {
+	switch {
+	case s.State == SalePaused:
+		return SalePaused
+	case s.State == SaleClosed || (!s.ClosesAt.IsZero() && !now.Before(s.ClosesAt)):
+		return SaleClosed
+	case now.Before(s.OpensAt):
+		return SaleScheduled
+	default:
+		return SaleOpen
+	}
+}
+
+// Defaults of a new sale, from the contract.
+const (
+	DefaultHoldSeconds  = 600
+	DefaultPerUserLimit = 1
+	MaxPerUserLimit     = 100
+	MaxInitialStock     = 100_000_000
+)
+
+// ApplyDefaults fills the fields a create request may leave out.
+func (s *Sale) ApplyDefaults() {
+	if s.HoldSeconds == 0 {
+		s.HoldSeconds = DefaultHoldSeconds
+	}
+	if s.PerUserLimit == 0 {
+		s.PerUserLimit = DefaultPerUserLimit
+	}
+	if s.Fairness == "" {
+		s.Fairness = FairnessFIFO
+	}
+	if s.Shards == 0 {
+		s.Shards = 1
+	}
+}
+
+// Validate reports the first reason the sale cannot be sold, as a
+// CodeBadRequest *Error, or nil.
+func (s *Sale) Validate() error {
+	switch {
+	case s.SKU == "" || len(s.SKU) > 128 || !isSKU(s.SKU):
+		return Errorf(CodeBadRequest, "sku must be 1 to 128 letters, digits, '-', '_' or '.'")
+	case len(s.Name) > 512:
+		return Errorf(CodeBadRequest, "name must be at most 512 characters")
+	case s.InitialStock < 0 || s.InitialStock > MaxInitialStock:
+		return Errorf(CodeBadRequest, "initialStock must be between 0 and %d", MaxInitialStock)
+	case s.OpensAt.IsZero():
+		return Errorf(CodeBadRequest, "opensAt is required")
+	case !s.ClosesAt.IsZero() && !s.ClosesAt.After(s.OpensAt):
+		return Errorf(CodeBadRequest, "closesAt must be after opensAt")
+	case s.HoldSeconds < 1 || s.HoldSeconds > 24*3600:
+		return Errorf(CodeBadRequest, "holdSeconds must be between 1 and 86400")
+	case s.PerUserLimit < 1 || s.PerUserLimit > MaxPerUserLimit:
+		return Errorf(CodeBadRequest, "perUserLimit must be between 1 and %d", MaxPerUserLimit)
+	case !s.Fairness.Valid():
+		return Errorf(CodeBadRequest, "fairness must be fifo, random or lottery")
+	case s.Fairness == FairnessLottery && s.RegistrationClosesAt.IsZero():
+		return Errorf(CodeBadRequest, "a lottery sale needs registrationClosesAt")
+	case s.Fairness == FairnessLottery && s.RegistrationClosesAt.After(s.OpensAt):
+		return Errorf(CodeBadRequest, "registrationClosesAt must not be after opensAt")
+	case s.AdmissionPerSecond < 0 || s.AdmissionPerSecond > 10_000_000:
+		return Errorf(CodeBadRequest, "admissionPerSecond must be between 0 and 10000000")
+	case s.MinAccountAgeSeconds < 0:
+		return Errorf(CodeBadRequest, "minAccountAgeSeconds must not be negative")
+	case s.ChallengeBits < 0 || s.ChallengeBits > 32:
+		return Errorf(CodeBadRequest, "challengeBits must be between 0 and 32")
+	case s.Shards < 1 || s.Shards > 64:
+		return Errorf(CodeBadRequest, "shards must be between 1 and 64")
+	}
+	return nil
+}
+
+func isSKU(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// SaleTotals are the units of a sale's reservations by state, as the record
+// counts them.
+type SaleTotals struct {
+	Pending   int64
+	Confirmed int64
+	Expired   int64
+	Cancelled int64
+	// Voided counts units of holds the record never acknowledged (the write
+	// failed after the gate said yes); they went back to stock.
+	Voided int64
+}

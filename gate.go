@@ -29,6 +29,12 @@ type Gate interface {
 	// (already restocked, or never taken). Callers decide in the record
 	// first that the hold is over; see package sweeper.
 	Restock(ctx context.Context, saleID, reservationID, source string) (bool, error)
+
+	// Void is Restock for a hold the record never acknowledged: it also
+	// forgets the hold's idempotency key (if the key still names this
+	// hold), so the shopper's retry under that key is a fresh attempt
+	// rather than a replay. It reports whether this call moved the units.
+	Void(ctx context.Context, saleID string, h Hold, source string) (bool, error)
 }
 
 // GateAdmin is the gate as the operator and the background services see it.

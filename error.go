@@ -130,6 +130,10 @@ var (
 	// record refuses it. The hold's units were already accounted for by the
 	// rebuild.
 	ErrStaleEpoch = errors.New("flashsale: gate epoch is stale")
+	// ErrNotLoaded: the gate has no counter for the sale (never loaded, or
+	// lost with its store). The sale must fail closed until it is rebuilt
+	// from the record.
+	ErrNotLoaded = errors.New("flashsale: the gate has no counter for this sale")
 	// ErrDuplicate: a reservation with this id, idempotency key, live user
 	// or live payment instrument already exists.
 	ErrDuplicate = errors.New("flashsale: duplicate reservation")

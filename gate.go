@@ -27,7 +27,9 @@ type Gate interface {
 	// Restock returns a hold's units to stock, once: it reports true if this
 	// call moved the units, false if the gate held nothing under that id
 	// (already restocked, or never taken). Callers decide in the record
-	// first that the hold is over; see package sweeper.
+	// first that the hold is over; see package sweeper. It returns
+	// ErrNotLoaded if the gate has no counter for the sale: a rebuild from
+	// the record will account for the hold.
 	Restock(ctx context.Context, saleID, reservationID, source string) (bool, error)
 
 	// Void is Restock for a hold the record never acknowledged: it also

@@ -1,0 +1,345 @@
+// Package identity verifies the shoppers' JWTs, which the store's identity
+// service issues and clients send as "Authorization: Bearer <JWT>", and mints
+// such tokens with the development key so that a new user can try the routes
+// by hand.
+//
+// A Verifier accepts exactly one algorithm, the one its key is for: HS256
+// with a shared secret, or EdDSA or RS256 with a public key from a PEM file.
+// A token must carry sub (the user id) and exp; iat and acct_created (the
+// account's creation, in Unix seconds) are optional. Every rejection is
+// ErrUnauthenticated; the HTTP layer answers it with the contract's
+// unauthenticated code.
+package identity
+
+import (
+	"crypto/ed25519"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Limits on what a token may carry.
+const (
+	// MaxUserIDLen is the longest sub accepted, in bytes. User ids travel
+	// in waiting-room tokens and gate keys, so they are kept short.
+	MaxUserIDLen = 200
+	// MaxTokenLen is the longest token accepted; longer ones are refused
+	// before any decoding.
+	MaxTokenLen = 8 << 10
+	// DefaultLeeway is how far exp (and nbf) may be off, for the clock skew
+	// between the identity service and this server.
+	DefaultLeeway = 5 * time.Second
+	// MinHS256SecretLen is the shortest HS256 secret that is not weak: 256
+	// bits, as RFC 7518 requires. See WeakSecret.
+	MinHS256SecretLen = 32
+	// MinRSABits is the smallest RSA modulus accepted.
+	MinRSABits = 2048
+)
+
+// ErrUnauthenticated is the error Verify returns for every token it
+// refuses. The error returned wraps it with a short reason for the log (see
+// errors.Is); the reason never quotes the token or its claims.
+var ErrUnauthenticated = errors.New("identity: unauthenticated")
+
+// reason is a rejection of a token: ErrUnauthenticated with a fixed text for
+// the log. The values are made once, so a rejection allocates nothing.
+type reason string
+
+func (r reason) Error() string        { return "identity: unauthenticated: " + string(r) }
+func (r reason) Is(target error) bool { return target == ErrUnauthenticated }
+
+const (
+	errNoToken     reason = "no bearer token"
+	errMalformed   reason = "malformed token"
+	errSignature   reason = "bad signature or algorithm"
+	errExpired     reason = "token expired"
+	errNotYetValid reason = "token not valid yet"
+	errNoExp       reason = "token has no exp claim"
+	errNoSub       reason = "token has no sub claim"
+	errBadSub      reason = "sub is too long or has control characters"
+	errBadAcct     reason = "acct_created is not a number of Unix seconds"
+	errInvalid     reason = "invalid token"
+)
+
+// Shopper is the verified identity of a request.
+type Shopper struct {
+	// UserID is the token's sub: at most MaxUserIDLen bytes of valid UTF-8
+	// without control characters.
+	UserID string
+	// AccountCreated is the token's acct_created in UTC, or the zero time if
+	// the token has none; a sale with a minimum account age refuses a
+	// shopper without one.
+	AccountCreated time.Time
+	// Expires is the token's exp in UTC.
+	Expires time.Time
+}
+
+// Verifier verifies shopper tokens with one key and algorithm. It is
+// immutable (its cache aside, which is locked) and safe for concurrent use
+// by multiple goroutines. The zero Verifier refuses every token; make one
+// with NewHS256 or NewPublicKeyPEM.
+type Verifier struct {
+	alg     string
+	methods []string // []string{alg}, for jwt.WithValidMethods
+	key     any
+	leeway  time.Duration
+	cache   *cache // nil: no cache
+}
+
+// Option configures a Verifier.
+type Option func(*Verifier)
+
+// WithLeeway sets how far exp and nbf may be off (DefaultLeeway unless
+// set). A negative leeway is taken as zero.
+func WithLeeway(d time.Duration) Option {
+	return func(v *Verifier) { v.leeway = max(d, 0) }
+}
+
+// WithCache keeps up to about entries verified tokens (at least 2), so that a
+// shopper polling with the same token every second is verified once. An
+// entry answers only until its token's exp, as a fresh verification would.
+// Only tokens that verified are kept, so forged ones cannot fill it; it is
+// bounded, and its oldest half is dropped when it fills. entries <= 0 means
+// no cache, the default.
+func WithCache(entries int) Option {
+	return func(v *Verifier) {
+		if entries > 0 {
+			v.cache = newCache(entries)
+		} else {
+			v.cache = nil
+		}
+	}
+}
+
+// NewHS256 returns a Verifier of HS256 tokens signed with secret, which it
+// copies. It returns an error only for an empty secret. A secret shorter
+// than MinHS256SecretLen is accepted, because the identity service that
+// signs the tokens chose it, but it is weak: the server should log a
+// warning (see WeakSecret).
+func NewHS256(secret []byte, opts ...Option) (*Verifier, error) {
+	if len(secret) == 0 {
+		return nil, errors.New("identity: the HS256 secret is empty")
+	}
+	return newVerifier(jwt.SigningMethodHS256.Alg(), append([]byte(nil), secret...), opts), nil
+}
+
+// NewPublicKeyPEM returns a Verifier of tokens signed with the private half
+// of the public key in pemBytes: an Ed25519 key verifies EdDSA tokens, an
+// RSA key of at least MinRSABits verifies RS256 tokens. The key is the first
+// PEM block, of type "PUBLIC KEY" (PKIX) or "RSA PUBLIC KEY" (PKCS #1). It
+// returns an error for anything else, including a private key, which does
+// not belong on this server.
+func NewPublicKeyPEM(pemBytes []byte, opts ...Option) (*Verifier, error) {
+	block, _ := pem.Decode(pemBytes)
+	if block == nil {
+		return nil, errors.New("identity: no PEM block in the public key file")
+	}
+	var pub any
+	var err error
+	switch block.Type {
+	case "PUBLIC KEY":
+		pub, err = x509.ParsePKIXPublicKey(block.Bytes)
+	case "RSA PUBLIC KEY":
+		pub, err = x509.ParsePKCS1PublicKey(block.Bytes)
+	default:
+		if strings.Contains(block.Type, "PRIVATE KEY") {
+			return nil, fmt.Errorf("identity: the key file holds a %s; give the server the public key only", block.Type)
+		}
+		return nil, fmt.Errorf("identity: the key file holds a %q PEM block, want PUBLIC KEY or RSA PUBLIC KEY", block.Type)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("identity: parse %s: %w", block.Type, err)
+	}
+	switch k := pub.(type) {
+	case ed25519.PublicKey:
+		return newVerifier(jwt.SigningMethodEdDSA.Alg(), k, opts), nil
+	case *rsa.PublicKey:
+		if k.N.BitLen() < MinRSABits {
+			return nil, fmt.Errorf("identity: the RSA key has %d bits, want at least %d", k.N.BitLen(), MinRSABits)
+		}
+		return newVerifier(jwt.SigningMethodRS256.Alg(), k, opts), nil
+	default:
+		return nil, fmt.Errorf("identity: unsupported public key type %T; want Ed25519 or RSA", pub)
+	}
+}
+
+// WeakSecret reports whether an HS256 secret is shorter than
+// MinHS256SecretLen, short enough that tokens could be forged by guessing
+// it.
+func WeakSecret(secret []byte) bool { return len(secret) < MinHS256SecretLen }
+
+func newVerifier(alg string, key any, opts []Option) *Verifier {
+	v := &Verifier{alg: alg, methods: []string{alg}, key: key, leeway: DefaultLeeway}
+	for _, o := range opts {
+		o(v)
+	}
+	return v
+}
+
+// Algorithm returns the one JWT algorithm v accepts: "HS256", "EdDSA" or
+// "RS256".
+func (v *Verifier) Algorithm() string { return v.alg }
+
+// claims are the claims a shopper token may carry. acct_created is kept raw
+// so that a value that is not a JSON number (a string, null) is refused
+// rather than coerced.
+type claims struct {
+	jwt.RegisteredClaims
+	AcctCreated json.RawMessage `json:"acct_created"`
+}
+
+// Verify returns the shopper of a token that is valid at now. authorization
+// is an Authorization header value ("Bearer <JWT>", the scheme in any case)
+// or the bare token.
+//
+// The token must be signed with v's algorithm and key (so "none" and tokens
+// of another algorithm fail); carry an exp that, plus the leeway, is after
+// now, and a sub of at most MaxUserIDLen bytes without control characters;
+// be past its nbf, if it has one, less the leeway; and, if it carries
+// acct_created, have a number there. Every refusal is an error that wraps
+// ErrUnauthenticated. It is safe for concurrent use.
+func (v *Verifier) Verify(authorization string, now time.Time) (Shopper, error) {
+	tok := bearerToken(authorization)
+	switch {
+	case tok == "":
+		return Shopper{}, errNoToken
+	case len(tok) > MaxTokenLen:
+		return Shopper{}, errMalformed
+	case v.key == nil:
+		return Shopper{}, errInvalid
+	}
+	if v.cache != nil {
+		if e, ok := v.cache.get(tok); ok {
+			if err := v.checkTimes(e, now); err != nil {
+				v.cache.remove(tok)
+				return Shopper{}, err
+			}
+			return e.shopper, nil
+		}
+	}
+
+	var c claims
+	parser := jwt.NewParser(
+		jwt.WithValidMethods(v.methods),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(v.leeway),
+		jwt.WithTimeFunc(func() time.Time { return now }),
+	)
+	if _, err := parser.ParseWithClaims(tok, &c, v.keyFunc); err != nil {
+		return Shopper{}, rejection(err)
+	}
+	if c.Subject == "" {
+		return Shopper{}, errNoSub
+	}
+	if !ValidUserID(c.Subject) {
+		return Shopper{}, errBadSub
+	}
+	created, ok := unixSeconds(c.AcctCreated)
+	if !ok {
+		return Shopper{}, errBadAcct
+	}
+	s := Shopper{UserID: c.Subject, AccountCreated: created, Expires: c.ExpiresAt.UTC()}
+	if v.cache != nil {
+		e := entry{shopper: s}
+		if c.NotBefore != nil {
+			e.notBefore = c.NotBefore.Time
+		}
+		v.cache.put(tok, e)
+	}
+	return s, nil
+}
+
+// checkTimes repeats, for a cached token, the time checks of
+// jwt.Validator, with the same comparisons, so that a cache hit answers as a
+// fresh verification would.
+func (v *Verifier) checkTimes(e entry, now time.Time) error {
+	if !now.Before(e.shopper.Expires.Add(v.leeway)) {
+		return errExpired
+	}
+	if !e.notBefore.IsZero() && now.Before(e.notBefore.Add(-v.leeway)) {
+		return errNotYetValid
+	}
+	return nil
+}
+
+func (v *Verifier) keyFunc(*jwt.Token) (any, error) { return v.key, nil }
+
+// rejection maps an error of jwt to the reason for the log. The jwt error
+// itself is dropped: some quote parts of the token.
+func rejection(err error) error {
+	switch {
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return errMalformed
+	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
+		return errSignature
+	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+		return errNoExp
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return errExpired
+	case errors.Is(err, jwt.ErrTokenNotValidYet):
+		return errNotYetValid
+	default:
+		return errInvalid
+	}
+}
+
+// bearerToken returns the token of an Authorization header value: what
+// follows the scheme "Bearer" (in any case), or the whole value if it has no
+// scheme.
+func bearerToken(h string) string {
+	h = strings.TrimSpace(h)
+	const scheme = "bearer"
+	if len(h) >= len(scheme) && strings.EqualFold(h[:len(scheme)], scheme) &&
+		(len(h) == len(scheme) || h[len(scheme)] == ' ' || h[len(scheme)] == '\t') {
+		return strings.TrimSpace(h[len(scheme):])
+	}
+	return h
+}
+
+// ValidUserID reports whether id may be a shopper's user id: 1 to
+// MaxUserIDLen bytes of valid UTF-8 without control characters. The stock
+// gate joins user ids with others using \x1f, which this excludes.
+func ValidUserID(id string) bool {
+	if id == "" || len(id) > MaxUserIDLen || !utf8.ValidString(id) {
+		return false
+	}
+	for _, r := range id {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxUnixSeconds is the end of year 9999, beyond which acct_created is not a
+// date.
+const maxUnixSeconds = 253402300799
+
+// unixSeconds parses acct_created: absent is the zero time; otherwise it
+// must be a JSON number (not a string, not null) of seconds between 1970 and
+// 9999, fractions allowed.
+func unixSeconds(raw json.RawMessage) (time.Time, bool) {
+	if len(raw) == 0 {
+		return time.Time{}, true
+	}
+	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
+		return time.Time{}, false
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || math.IsNaN(f) || f < 0 || f > maxUnixSeconds {
+		return time.Time{}, false
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)).UTC(), true
+}

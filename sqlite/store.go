@@ -1,0 +1,245 @@
+// Package sqlite is the record (flashsale.Store) in one SQLite file, through
+// the pure-Go modernc.org/sqlite driver: the durable store of sales,
+// reservations (holds) and orders for a single server, a demo or a test.
+//
+// The gate decides who wins; this package records the winners. Every state
+// change of a hold is one conditional UPDATE whose changed-rows count is the
+// answer, so that a hold's units go back to stock exactly once. The schema
+// (migrations/00001_init.sql) is the PostgreSQL record's, with times as
+// INTEGER microseconds since the Unix epoch (UTC), and is applied by Open.
+//
+// # Concurrency and durability
+//
+// SQLite allows one writer at a time. The store keeps one connection for
+// writing, and every write is a BEGIN IMMEDIATE transaction on it, so
+// writers queue for that connection (and, across processes, wait out
+// busy_timeout for the file's write lock) instead of failing when a read
+// transaction tries to become a write one. Reads go through a separate pool
+// of read-only connections, which WAL mode lets run beside the writer.
+//
+// The file is in WAL mode with synchronous=NORMAL: a commit survives the
+// process crashing, but a power loss or an operating-system crash may lose
+// the last commits (never corrupt the file). A deployment that must keep
+// every acknowledged hold through a power loss uses the PostgreSQL record.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/flashsale/flashsale"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// DefaultReadConns bounds the pool of read connections unless
+// WithReadConns says otherwise.
+const DefaultReadConns = 4
+
+// busyTimeout is how long a connection waits for another process's lock on
+// the file before giving up with SQLITE_BUSY.
+const busyTimeout = 10 * time.Second
+
+// Option configures Open.
+type Option func(*config)
+
+type config struct {
+	readConns int
+	now       func() time.Time
+}
+
+// WithReadConns bounds the pool of read connections at n (n >= 1).
+func WithReadConns(n int) Option {
+	return func(c *config) { c.readConns = n }
+}
+
+// WithClock sets the clock UpdateSale stamps updated_at with, the one write
+// whose method takes no time. The default (and nil) is time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
+// Store is the record in an SQLite file. It is safe for concurrent use by
+// multiple goroutines; its zero value is not usable, call Open.
+type Store struct {
+	// write is one connection; every write is a BEGIN IMMEDIATE
+	// transaction on it (see tx).
+	write *sql.DB
+	// read is a pool of query_only connections.
+	read *sql.DB
+	now  func() time.Time
+}
+
+var _ flashsale.Store = (*Store)(nil)
+
+// Open opens the SQLite file at path, creating it and its parent directory
+// if need be, applies the embedded migrations that are not yet applied, and
+// returns the store. Opening a file another Store (in this or another
+// process) has open is allowed; their writes take turns on the file's lock.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	cfg := config{readConns: DefaultReadConns, now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.readConns < 1 {
+		return nil, fmt.Errorf("sqlite: read conns must be at least 1, not %d", cfg.readConns)
+	}
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || strings.Contains(path, ":memory:") {
+		return nil, fmt.Errorf("sqlite: %q is not a plain file path", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	busy := fmt.Sprintf("_pragma=busy_timeout(%d)", busyTimeout.Milliseconds())
+
+	// _txlock=immediate makes every BeginTx a BEGIN IMMEDIATE.
+	write, err := sql.Open("sqlite", path+"?"+busy+
+		"&_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+	if err := write.PingContext(ctx); err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	if err := migrate(ctx, write); err != nil {
+		write.Close()
+		return nil, err
+	}
+
+	read, err := sql.Open("sqlite", path+"?"+busy+"&_pragma=query_only(1)")
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	read.SetMaxOpenConns(cfg.readConns)
+	read.SetMaxIdleConns(cfg.readConns)
+	if err := read.PingContext(ctx); err != nil {
+		write.Close()
+		read.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return &Store{write: write, read: read, now: cfg.now}, nil
+}
+
+// migrate applies the embedded migrations on the writer.
+func migrate(ctx context.Context, db *sql.DB) error {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("sqlite: migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("sqlite: migrate: %w", err)
+	}
+	return nil
+}
+
+// Ping reports whether the file answers, to the writer and to a reader.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.write.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	if err := s.read.PingContext(ctx); err != nil {
+		return fmt.Errorf("sqlite: ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the store's connections; writes in progress finish first.
+func (s *Store) Close() error {
+	return errors.Join(s.read.Close(), s.write.Close())
+}
+
+// tx runs fn in a BEGIN IMMEDIATE transaction on the writer and commits it
+// if fn returns nil. fn must not use s.write (the one connection is fn's).
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// resultCode returns the extended SQLite result code of err, or 0.
+func resultCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}
+
+// isUniqueViolation reports whether err is a UNIQUE or PRIMARY KEY
+// constraint failure.
+func isUniqueViolation(err error) bool {
+	c := resultCode(err)
+	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// querier is what both the read pool and a write transaction can do.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// micros is t as the schema stores it: microseconds since the Unix epoch.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// nullMicros is NULL for the zero time, which this package's structs use
+// for "not set".
+func nullMicros(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func timeOf(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func nullTimeOf(us sql.NullInt64) time.Time {
+	if !us.Valid {
+		return time.Time{}
+	}
+	return timeOf(us.Int64)
+}
+
+// nullText is NULL for "", so that partial unique indexes ignore it.
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,260 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/storetest"
+)
+
+func openTemp(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), filepath.Join(t.TempDir(), "record.db"))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) flashsale.Store { return openTemp(t) })
+}
+
+func TestOpenCreatesDirectoryAndSetsPragmas(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a", "b", "record.db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open in a directory that does not exist: %v", err)
+	}
+	defer s.Close()
+	for _, c := range []struct {
+		db     *sql.DB
+		pragma string
+		want   string
+	}{
+		{s.write, "journal_mode", "wal"},
+		{s.write, "foreign_keys", "1"},
+		{s.write, "synchronous", "1"}, // NORMAL
+		{s.write, "busy_timeout", "10000"},
+		{s.read, "query_only", "1"},
+		{s.read, "busy_timeout", "10000"},
+	} {
+		var got string
+		if err := c.db.QueryRowContext(t.Context(), "PRAGMA "+c.pragma).Scan(&got); err != nil {
+			t.Fatalf("PRAGMA %s: %v", c.pragma, err)
+		}
+		if got != c.want {
+			t.Errorf("PRAGMA %s = %s, want %s", c.pragma, got, c.want)
+		}
+	}
+}
+
+func TestOpenRefusesNonPaths(t *testing.T) {
+	for _, p := range []string{"", ":memory:", "file:x.db", "x.db?mode=ro"} {
+		if s, err := Open(t.Context(), p); err == nil {
+			s.Close()
+			t.Errorf("Open(%q) succeeded", p)
+		}
+	}
+}
+
+func TestMigrationsAreIdempotent(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "record.db")
+	first, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	sale := &flashsale.Sale{
+		ID: "sale_1", SKU: "sku-1", InitialStock: 1, OpensAt: time.Unix(100, 0), HoldSeconds: 60,
+		PerUserLimit: 1, Fairness: flashsale.FairnessFIFO, Shards: 1, State: flashsale.SaleOpen,
+		CreatedAt: time.Unix(50, 0),
+	}
+	if err := first.CreateSale(ctx, sale); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	// A second store on the same file while the first is open, then again
+	// after both are closed: the schema is migrated once, the data stays.
+	second, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("second Open: %v", err)
+	}
+	if _, err := second.Sale(ctx, "sale_1"); err != nil {
+		t.Errorf("Sale through the second store: %v", err)
+	}
+	second.Close()
+	first.Close()
+	third, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("third Open: %v", err)
+	}
+	defer third.Close()
+	if _, err := third.Sale(ctx, "sale_1"); err != nil {
+		t.Errorf("Sale after reopening: %v", err)
+	}
+	var applied int
+	if err := third.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM goose_db_version WHERE version_id = 1`).Scan(&applied); err != nil {
+		t.Fatalf("read goose_db_version: %v", err)
+	}
+	if applied != 1 {
+		t.Errorf("migration 1 recorded %d times, want 1", applied)
+	}
+}
+
+// TestConstraintsRefuseImpossibleStates writes around the store, as a
+// second program or an operator might: the schema itself must refuse.
+func TestConstraintsRefuseImpossibleStates(t *testing.T) {
+	s := openTemp(t)
+	defer s.Close()
+	ctx := t.Context()
+	const sale = `INSERT INTO sale_events (sale_id, sku, active_sku, initial_stock, opens_at, closes_at,
+		hold_seconds, per_user_limit, fairness, registration_closes_at, state, paused_at, created_at, updated_at)
+		VALUES (?1, ?2, ?3, ?4, 1000, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, 0)`
+	const res = `INSERT INTO reservations (reservation_id, sale_id, user_id, quantity, state,
+		payment_fingerprint, idempotency_key, epoch, created_at, expires_at, restocked_at, confirmed_at)
+		VALUES (?1, 'sale_ok', ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10)`
+	const ord = `INSERT INTO orders (order_id, reservation_id, sale_id, user_id, quantity, state,
+		created_at, updated_at, shipped_at)
+		VALUES (?1, 'res_ok', 'sale_ok', 'u', ?2, ?3, 0, 0, ?4)`
+	exec := func(q string, args ...any) error {
+		return s.tx(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, q, args...)
+			return err
+		})
+	}
+	must := func(what, q string, args ...any) {
+		t.Helper()
+		if err := exec(q, args...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	must("a valid sale", sale, "sale_ok", "sku-ok", "sku-ok", 10, nil, 60, 1, "fifo", nil, "open", nil)
+	must("a valid hold", res, "res_ok", "u", 1, "pending", nil, nil, 0, 10, nil, nil)
+	must("a valid order", ord, "ord_ok", 1, "confirmed", nil)
+
+	for _, c := range []struct {
+		what string
+		q    string
+		args []any
+		code int
+	}{
+		{"negative initial stock", sale, []any{"s1", "sku-1", "sku-1", -1, nil, 60, 1, "fifo", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"hold of 0 seconds", sale, []any{"s2", "sku-2", "sku-2", 1, nil, 0, 1, "fifo", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"per-user limit 0", sale, []any{"s3", "sku-3", "sku-3", 1, nil, 60, 0, "fifo", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"unknown fairness", sale, []any{"s4", "sku-4", "sku-4", 1, nil, 60, 1, "fastest", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"lottery without registration", sale, []any{"s5", "sku-5", "sku-5", 1, nil, 60, 1, "lottery", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"closes before it opens", sale, []any{"s6", "sku-6", "sku-6", 1, 1000, 60, 1, "fifo", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"paused without paused_at", sale, []any{"s7", "sku-7", "sku-7", 1, nil, 60, 1, "fifo", nil, "paused", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"paused_at while open", sale, []any{"s8", "sku-8", "sku-8", 1, nil, 60, 1, "fifo", nil, "open", 5}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"closed yet active", sale, []any{"s9", "sku-9", "sku-9", 1, nil, 60, 1, "fifo", nil, "closed", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"active for another SKU", sale, []any{"s10", "sku-10", "sku-11", 1, nil, 60, 1, "fifo", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"unknown sale state", sale, []any{"s11", "sku-12", "sku-12", 1, nil, 60, 1, "fifo", nil, "running", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"two active sales of a SKU", sale, []any{"s12", "sku-ok", "sku-ok", 1, nil, 60, 1, "fifo", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_UNIQUE},
+		{"stock as text", sale, []any{"s13", "sku-13", "sku-13", "many", nil, 60, 1, "fifo", nil, "open", nil}, sqlite3.SQLITE_CONSTRAINT_DATATYPE},
+
+		{"quantity 0", res, []any{"r1", "u1", 0, "pending", nil, nil, 0, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"expired, never restocked", res, []any{"r2", "u2", 1, "expired", nil, nil, 0, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"cancelled, never restocked", res, []any{"r3", "u3", 1, "cancelled", nil, nil, 0, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"voided, never restocked", res, []any{"r4", "u4", 1, "voided", nil, nil, 0, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"pending yet restocked", res, []any{"r5", "u5", 1, "pending", nil, nil, 0, 10, 5, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"confirmed without confirmed_at", res, []any{"r6", "u6", 1, "confirmed", nil, nil, 0, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"confirmed_at while pending", res, []any{"r7", "u7", 1, "pending", nil, nil, 0, 10, nil, 5}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"expires when created", res, []any{"r8", "u8", 1, "pending", nil, nil, 10, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"empty instrument", res, []any{"r9", "u9", 1, "pending", "", nil, 0, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"empty idempotency key", res, []any{"r10", "u10", 1, "pending", nil, "", 0, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"unknown hold state", res, []any{"r11", "u11", 1, "held", nil, nil, 0, 10, 5, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"second live hold of a shopper", res, []any{"r12", "u", 1, "pending", nil, nil, 0, 10, nil, nil}, sqlite3.SQLITE_CONSTRAINT_UNIQUE},
+
+		{"order of quantity 0", ord, []any{"o1", 0, "confirmed", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"shipped without shipped_at", ord, []any{"o2", 1, "shipped", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"second order of a hold", ord, []any{"o3", 1, "confirmed", nil}, sqlite3.SQLITE_CONSTRAINT_UNIQUE},
+	} {
+		err := exec(c.q, c.args...)
+		if got := resultCode(err); got != c.code {
+			t.Errorf("%s: error %v (code %d), want code %d", c.what, err, got, c.code)
+		}
+	}
+
+	// A hold of a sale that does not exist.
+	err := exec(`INSERT INTO reservations (reservation_id, sale_id, user_id, quantity, state, epoch, created_at, expires_at)
+		VALUES ('r_orphan', 'sale_missing', 'u', 1, 'pending', 1, 0, 10)`)
+	if got := resultCode(err); got != sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY {
+		t.Errorf("a hold of no sale: error %v (code %d), want SQLITE_CONSTRAINT_FOREIGNKEY", err, got)
+	}
+}
+
+func TestReadersDoNotWrite(t *testing.T) {
+	s := openTemp(t)
+	defer s.Close()
+	_, err := s.read.ExecContext(context.Background(), `DELETE FROM sale_events`)
+	if err == nil {
+		t.Errorf("a read connection wrote")
+	}
+}
+
+// TestShipOrderStaleVersion: an order moved by another writer (a refund
+// tool, say) while still confirmed is a version conflict, not a ship.
+func TestShipOrderStaleVersion(t *testing.T) {
+	ctx := t.Context()
+	s := openTemp(t)
+	defer s.Close()
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	sale := &flashsale.Sale{
+		ID: "sale_ship", SKU: "sku-ship", InitialStock: 1, OpensAt: at, HoldSeconds: 60,
+		PerUserLimit: 1, Fairness: flashsale.FairnessFIFO, Shards: 1, State: flashsale.SaleOpen, CreatedAt: at,
+	}
+	if err := s.CreateSale(ctx, sale); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	r := &flashsale.Reservation{ID: "res_1", SaleID: sale.ID, UserID: "u-1", Quantity: 1, Epoch: 1, CreatedAt: at, ExpiresAt: at.Add(time.Minute)}
+	if err := s.CreateReservation(ctx, r); err != nil {
+		t.Fatalf("CreateReservation: %v", err)
+	}
+	_, ord, err := s.ConfirmReservation(ctx, r.ID, "u-1", "pay", at)
+	if err != nil {
+		t.Fatalf("ConfirmReservation: %v", err)
+	}
+	if err := s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE orders SET payment_ref = 'pay-2', version = version + 1 WHERE order_id = ?1`, ord.ID)
+		return err
+	}); err != nil {
+		t.Fatalf("the other writer: %v", err)
+	}
+	if _, err := s.ShipOrder(ctx, ord.ID, 1, at.Add(time.Hour)); !errors.Is(err, flashsale.ErrVersionConflict) {
+		t.Errorf("ShipOrder at the stale version: %v, want ErrVersionConflict", err)
+	}
+	got, err := s.Order(ctx, ord.ID)
+	if err != nil || got.State != flashsale.OrderConfirmed || got.Version != 2 {
+		t.Errorf("Order after the refused ship = %+v, %v; want confirmed at version 2", got, err)
+	}
+}
+
+func TestUpdateSaleStampsTheClock(t *testing.T) {
+	ctx := t.Context()
+	at := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.UTC)
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "record.db"), WithClock(func() time.Time { return at }))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	sale := &flashsale.Sale{
+		ID: "sale_clock", SKU: "sku-clock", InitialStock: 1, OpensAt: at, HoldSeconds: 60,
+		PerUserLimit: 1, Fairness: flashsale.FairnessFIFO, Shards: 1, State: flashsale.SaleOpen, CreatedAt: at.Add(-time.Hour),
+	}
+	if err := s.CreateSale(ctx, sale); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	if err := s.UpdateSale(ctx, sale, 1); err != nil {
+		t.Fatalf("UpdateSale: %v", err)
+	}
+	if !sale.UpdatedAt.Equal(at) {
+		t.Errorf("UpdatedAt = %v, want the store's clock %v", sale.UpdatedAt, at)
+	}
+}

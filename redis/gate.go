@@ -1,0 +1,568 @@
+// Package redis holds the engine's implementations on Redis, above all the
+// stock gate (Gate): the counter every server of a sale shares, and the
+// place where overselling is prevented when more than one process serves
+// it.
+//
+// Each operation is one Lua script (see scripts.go), so the read, the
+// checks and the decrement of a reserve happen without interleaving, as
+// section 6.1 of the design requires; the reserve script is the only
+// writer that takes units from the counter. The sale fails closed: when
+// Redis does not answer, calls return an error within about a second
+// (Open's timeouts) and never a verdict.
+//
+// The gate's keys of a sale are Prefix + "{" + saleID + "}:" + name. The
+// braces are a hash tag: every key of a sale lives in one slot, so the
+// scripts run unchanged on Redis Cluster. The names:
+//
+//	stock   the counter, a plain integer (redis-cli GET shows it)
+//	meta    hash: initial, epoch, won, restocked, audited, loaded, paused,
+//	        seq (of the audit log), and rebuilding/rbold during a rebuild
+//	held    hash: reservation id → encoded hold
+//	buyers  hash: user id → reservation id
+//	instr   hash: payment fingerprint → reservation id
+//	idem    hash: user id "\x1f" idempotency key → encoded hold
+//	adm     sorted set: spent admission id, scored by its expiry (Unix ms)
+//	audit   stream of counter mutations, trimmed to about AuditMaxLen
+//
+// Spent admissions live in one sorted set rather than a key each, so that
+// Rebuild and Drop can forget them in the same step as everything else
+// (keys of their own could only be found with SCAN) and a win prunes the
+// lapsed ones by score.
+package redis
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/redis/rueidis"
+)
+
+// Defaults of Config and Open.
+const (
+	DefaultPrefix      = "fs:"
+	DefaultAuditMaxLen = 100_000
+	// DialTimeout and WriteTimeout bound how long Open's client waits to
+	// connect and for an answer, so that a sale whose Redis is gone fails
+	// closed within a second rather than hanging.
+	DialTimeout  = 500 * time.Millisecond
+	WriteTimeout = 500 * time.Millisecond
+)
+
+// rebuildChunk is how many holds one rebuild script writes, so that a
+// rebuild of 100,000 holds never blocks Redis for long.
+const rebuildChunk = 1000
+
+// Config configures a Gate.
+type Config struct {
+	// Client is the Redis client; required. The gate does not close it.
+	Client rueidis.Client
+	// Prefix starts every key of the gate; "" means DefaultPrefix. It
+	// must not contain "{" or "}", which would move the hash tag.
+	Prefix string
+	// Now is the clock of the audit log; nil means time.Now. Reserves
+	// carry their own clock (GateReserve.Now).
+	Now func() time.Time
+	// AuditMaxLen is about how many entries each sale's audit stream keeps
+	// (Redis trims it in whole blocks); zero means DefaultAuditMaxLen.
+	AuditMaxLen int
+}
+
+// Gate is the stock gate on Redis. It implements flashsale.GateAdmin; see
+// there for what each method means. It is safe for concurrent use by
+// multiple goroutines, and by many processes sharing the Redis. Errors
+// that mean Redis did not answer are *flashsale.Error with
+// CodeUnavailable, wrapping the cause.
+type Gate struct {
+	client rueidis.Client
+	prefix string
+	now    func() time.Time
+	maxLen string
+	// owned is set when Open made the client, so Close closes it.
+	owned bool
+	// afterRebuildBegin, when set by a test, runs between the start of a
+	// rebuild and its first chunk.
+	afterRebuildBegin func()
+}
+
+var _ flashsale.GateAdmin = (*Gate)(nil)
+
+// New returns a gate on cfg.Client. It panics if cfg.Client is nil or
+// cfg.Prefix contains a brace, which are programming errors.
+func New(cfg Config) *Gate {
+	if cfg.Client == nil {
+		panic("redis gate: Config.Client is required")
+	}
+	if strings.ContainsAny(cfg.Prefix, "{}") {
+		panic("redis gate: Config.Prefix must not contain braces")
+	}
+	g := &Gate{client: cfg.Client, prefix: cfg.Prefix, now: cfg.Now}
+	if g.prefix == "" {
+		g.prefix = DefaultPrefix
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	maxLen := cfg.AuditMaxLen
+	if maxLen <= 0 {
+		maxLen = DefaultAuditMaxLen
+	}
+	g.maxLen = strconv.Itoa(maxLen)
+	return g
+}
+
+// Open connects a gate to the Redis at rawURL, with keys under prefix (""
+// means DefaultPrefix). The URL is redis://[user:password@]host:port[/db]
+// for one server, or redis://host:port?addr=host:port&addr=host:port for a
+// cluster; dial_timeout and write_timeout parameters override DialTimeout
+// and WriteTimeout.
+//
+// With one server, Open succeeds even if the server does not answer yet:
+// the process can start, and the gate fails closed call by call until
+// Redis is back. Meanwhile it loads the scripts into the server within ctx,
+// if it can, so the first reserve at the opening moment does not pay for
+// it. A cluster must answer at Open, since the client needs its topology.
+// Close the gate when done.
+func Open(ctx context.Context, rawURL, prefix string) (*Gate, error) {
+	if strings.ContainsAny(prefix, "{}") {
+		return nil, errors.New("redis gate: the key prefix must not contain braces")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, errors.New("redis gate: the Redis URL does not parse")
+	}
+	opt, err := rueidis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis gate: %w", err)
+	}
+	if opt.Dialer.Timeout == 0 {
+		opt.Dialer.Timeout = DialTimeout
+	}
+	if opt.ConnWriteTimeout == 0 {
+		opt.ConnWriteTimeout = WriteTimeout
+	}
+	// The gate reads nothing it could cache: every read is inside a script.
+	opt.DisableCache = true
+	// Without addr parameters the URL names one server; forcing the single
+	// client keeps rueidis from needing it up to guess its mode.
+	opt.ForceSingleClient = !u.Query().Has("addr") && opt.Sentinel.MasterSet == ""
+	client, err := rueidis.NewClient(opt)
+	if client == nil {
+		return nil, fmt.Errorf("redis gate: connect to %s: %w", u.Redacted(), err)
+	}
+	g := New(Config{Client: client, Prefix: prefix})
+	g.owned = true
+	g.warm(ctx)
+	return g, nil
+}
+
+// warm loads every script into every server's script cache, stopping at the
+// first failure: it only saves the first calls an EVAL.
+func (g *Gate) warm(ctx context.Context) {
+	for _, node := range g.client.Nodes() {
+		for _, src := range scriptSources {
+			if err := node.Do(ctx, node.B().ScriptLoad().Script(src).Build()).Error(); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Close closes the Redis client if Open made it; a client given to New
+// stays open.
+func (g *Gate) Close() {
+	if g.owned {
+		g.client.Close()
+	}
+}
+
+// StockKey returns the key of the sale's counter: a plain integer an
+// operator can read with redis-cli GET. Only the gate's scripts may write
+// it; a write from anywhere else is the second writer that section 8 of
+// the design warns about, and shows as Snapshot drift.
+func (g *Gate) StockKey(saleID string) string { return g.key(saleID, "stock") }
+
+func (g *Gate) key(saleID, name string) string {
+	return g.prefix + "{" + saleID + "}:" + name
+}
+
+// keys are a sale's keys.
+type keys struct {
+	stock, meta, held, buyers, instr, idem, adm, audit string
+}
+
+func (g *Gate) keys(saleID string) keys {
+	base := g.prefix + "{" + saleID + "}:"
+	return keys{
+		stock:  base + "stock",
+		meta:   base + "meta",
+		held:   base + "held",
+		buyers: base + "buyers",
+		instr:  base + "instr",
+		idem:   base + "idem",
+		adm:    base + "adm",
+		audit:  base + "audit",
+	}
+}
+
+func (k keys) all() []string {
+	return []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
+}
+
+// fail turns a failed call into the error the gate returns. A reply from
+// Redis that is an error (a script error, a wrong type) is a bug or a
+// misconfiguration, and stays an internal error; anything else means Redis
+// did not answer, which the caller must treat as "fail closed, try again".
+func fail(op string, err error) error {
+	err = fmt.Errorf("redis gate: %s: %w", op, err)
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return err
+	}
+	return flashsale.Wrap(err, flashsale.CodeUnavailable, "The sale cannot take reservations right now; try again shortly.")
+}
+
+func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+// Reserve takes a hold if every check passes, in the order of
+// flashsale.Verdict, in one script run. It returns an error for a
+// malformed request (Quantity below 1; an empty sale id, reservation id,
+// user id or idempotency key; "\x1f" in any id, key, fingerprint or hash;
+// a reservation id that already holds units) and when Redis does not
+// answer, in which case the caller must fail closed: the reserve may or
+// may not have happened.
+func (g *Gate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
+	if err := checkReserve(&r); err != nil {
+		return flashsale.GateOutcome{}, err
+	}
+	k := g.keys(r.SaleID)
+	vals, err := reserveScript.Exec(ctx, g.client,
+		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit},
+		[]string{
+			r.ReservationID, r.UserID, strconv.Itoa(r.Quantity), r.Instrument,
+			r.AdmissionID, ms(r.AdmissionExpires), strconv.FormatInt(r.Epoch, 10),
+			idemField(r.UserID, r.IdempotencyKey), encodeHold(holdOf(&r)), ms(r.Now), g.maxLen,
+		}).ToArray()
+	if err != nil {
+		return flashsale.GateOutcome{}, fail("reserve", err)
+	}
+	if len(vals) < 3 {
+		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: short reply %v", vals)
+	}
+	var out flashsale.GateOutcome
+	code, err := vals[0].AsInt64()
+	if err == nil {
+		out.Remaining, err = vals[1].AsInt64()
+	}
+	if err == nil {
+		out.Epoch, err = asInt(vals[2])
+	}
+	if err != nil {
+		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
+	}
+	switch code {
+	case codeDuplicateRes:
+		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reservation id %q already holds units", r.ReservationID)
+	case codeIdemHit:
+		if len(vals) < 4 {
+			return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: short reply %v", vals)
+		}
+		enc, err := vals[3].ToString()
+		if err != nil {
+			return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
+		}
+		h, err := decodeHold(enc)
+		if err != nil {
+			return flashsale.GateOutcome{}, err
+		}
+		// Nothing was written either way: deciding here what the script
+		// read atomically is the same as deciding it there.
+		if h.RequestHash != r.RequestHash {
+			out.Verdict = flashsale.VerdictKeyReused
+			return out, nil
+		}
+		out.Verdict, out.Hold = flashsale.VerdictReplayed, h
+		return out, nil
+	case int64(flashsale.VerdictWon):
+		out.Verdict, out.Hold = flashsale.VerdictWon, holdOf(&r)
+	default:
+		out.Verdict = flashsale.Verdict(code)
+	}
+	return out, nil
+}
+
+// Lookup returns the hold recorded under the shopper's idempotency key.
+// found is false when the key is unknown or the sale is not loaded.
+func (g *Gate) Lookup(ctx context.Context, saleID, userID, key string) (flashsale.Hold, bool, error) {
+	k := g.keys(saleID)
+	enc, err := lookupScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.idem}, []string{idemField(userID, key)}).ToString()
+	if rueidis.IsRedisNil(err) {
+		return flashsale.Hold{}, false, nil
+	}
+	if err != nil {
+		return flashsale.Hold{}, false, fail("lookup", err)
+	}
+	h, err := decodeHold(enc)
+	if err != nil {
+		return flashsale.Hold{}, false, err
+	}
+	return h, true, nil
+}
+
+// Restock returns the hold's units to stock once; see flashsale.Gate. It
+// keeps the hold's idempotency key, so a replay still finds its first
+// answer. It returns flashsale.ErrNotLoaded if the sale is not loaded
+// (or is being rebuilt).
+func (g *Gate) Restock(ctx context.Context, saleID, reservationID, source string) (bool, error) {
+	return g.giveBack(ctx, saleID, reservationID, "restock", source, "")
+}
+
+// Void is Restock for a hold the record never acknowledged; it also forgets
+// the hold's idempotency key if the key still names this hold, even when
+// the units went back earlier. It returns flashsale.ErrNotLoaded if the
+// sale is not loaded.
+func (g *Gate) Void(ctx context.Context, saleID string, h flashsale.Hold, source string) (bool, error) {
+	return g.giveBack(ctx, saleID, h.ReservationID, "void", source, idemField(h.UserID, h.IdempotencyKey))
+}
+
+func (g *Gate) giveBack(ctx context.Context, saleID, reservationID, op, source, forget string) (bool, error) {
+	k := g.keys(saleID)
+	n, err := giveBackScript.Exec(ctx, g.client,
+		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.audit},
+		[]string{reservationID, op, source, ms(g.now()), g.maxLen, forget}).AsInt64()
+	switch {
+	case err != nil:
+		return false, fail(op, err)
+	case n < 0:
+		return false, flashsale.ErrNotLoaded
+	}
+	return n == 1, nil
+}
+
+// Load sets up the sale's counter with initial units at epoch unless it is
+// loaded or being rebuilt, and reports whether it did. A pause set before
+// the load stays. A sale whose meta says loaded but whose stock key is gone
+// is not reloaded: only a rebuild from the record can say what it holds.
+func (g *Gate) Load(ctx context.Context, saleID string, initial, epoch int64, source string) (bool, error) {
+	if saleID == "" || initial < 0 {
+		return false, fmt.Errorf("redis gate: load %q with %d units: need a sale id and initial >= 0", saleID, initial)
+	}
+	k := g.keys(saleID)
+	n, err := loadScript.Exec(ctx, g.client,
+		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit},
+		[]string{strconv.FormatInt(initial, 10), strconv.FormatInt(epoch, 10), source, ms(g.now()), g.maxLen}).AsInt64()
+	if err != nil {
+		return false, fail("load", err)
+	}
+	return n == 1, nil
+}
+
+// Rebuild replaces the sale's counter, holds, buyers, instruments and
+// idempotency keys with what the record says, forgets spent admissions,
+// and leaves the sale loaded and paused. It checks the holds first and
+// returns an error, changing nothing, if they are malformed, repeat a
+// reservation id, or take more than initial units.
+//
+// The holds are written in chunks. The first step marks the sale not
+// loaded (Reserve answers VerdictNotLoaded, Restock ErrNotLoaded, Load
+// does nothing) and the last loads it; if the rebuild stops between them,
+// the sale stays not loaded, failing closed until a rebuild completes. A
+// later Rebuild or a Drop takes over from one in progress, which then
+// fails.
+func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []flashsale.Hold, source string) error {
+	if saleID == "" {
+		return errors.New("redis gate: rebuild needs a sale id")
+	}
+	units, err := checkHolds(holds)
+	if err != nil {
+		return fmt.Errorf("redis gate: rebuild %s: %w", saleID, err)
+	}
+	counter := initial - units
+	if counter < 0 {
+		return fmt.Errorf("redis gate: rebuild %s: holds take %d units of %d", saleID, units, initial)
+	}
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	k := g.keys(saleID)
+	err = rebuildBeginScript.Exec(ctx, g.client,
+		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm}, []string{token}).Error()
+	if err != nil {
+		return fail("rebuild", err)
+	}
+	if g.afterRebuildBegin != nil {
+		g.afterRebuildBegin()
+	}
+	for chunk := range slices.Chunk(holds, rebuildChunk) {
+		args := make([]string, 1, 1+5*len(chunk))
+		args[0] = token
+		for i := range chunk {
+			h := &chunk[i]
+			field := ""
+			if h.IdempotencyKey != "" {
+				field = idemField(h.UserID, h.IdempotencyKey)
+			}
+			args = append(args, h.ReservationID, h.UserID, h.Instrument, field, encodeHold(*h))
+		}
+		err := rebuildAddScript.Exec(ctx, g.client, []string{k.meta, k.held, k.buyers, k.instr, k.idem}, args).Error()
+		if err != nil {
+			return fail("rebuild", err)
+		}
+	}
+	err = rebuildFinishScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.audit}, []string{
+		token, strconv.FormatInt(initial, 10), strconv.FormatInt(epoch, 10), strconv.FormatInt(units, 10),
+		strconv.FormatInt(counter, 10), source, ms(g.now()), g.maxLen,
+	}).Error()
+	if err != nil {
+		return fail("rebuild", err)
+	}
+	return nil
+}
+
+// Snapshot reads the sale's counter and bookkeeping in one read-only
+// script. A sale that is not loaded (or is being rebuilt) reads as the
+// zero snapshot.
+func (g *Gate) Snapshot(ctx context.Context, saleID string) (flashsale.GateSnapshot, error) {
+	k := g.keys(saleID)
+	vals, err := snapshotScript.Exec(ctx, g.client, []string{k.stock, k.meta}, nil).ToArray()
+	if err != nil {
+		return flashsale.GateSnapshot{}, fail("snapshot", err)
+	}
+	if len(vals) == 0 {
+		return flashsale.GateSnapshot{}, nil
+	}
+	var n [7]int64
+	for i := range n {
+		if n[i], err = asInt(vals[i]); err != nil {
+			return flashsale.GateSnapshot{}, fmt.Errorf("redis gate: snapshot of %s: %w", saleID, err)
+		}
+	}
+	return flashsale.GateSnapshot{
+		Loaded:         true,
+		Counter:        n[0],
+		Paused:         n[1] == 1,
+		Epoch:          n[2],
+		Initial:        n[3],
+		Won:            n[4],
+		Restocked:      n[5],
+		AuditedCounter: n[6],
+	}, nil
+}
+
+// Holds returns the sale's holds, ordered by reservation id. It reads the
+// held hash in pages (HSCAN), so it does not stall Redis on a large sale,
+// and is not one atomic step: a hold taken or given back meanwhile may or
+// may not be listed.
+func (g *Gate) Holds(ctx context.Context, saleID string) ([]flashsale.Hold, error) {
+	key := g.key(saleID, "held")
+	seen := make(map[string]flashsale.Hold)
+	var cursor uint64
+	for {
+		page, err := g.client.Do(ctx, g.client.B().Hscan().Key(key).Cursor(cursor).Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return nil, fail("holds", err)
+		}
+		for i := 0; i+1 < len(page.Elements); i += 2 {
+			h, err := decodeHold(page.Elements[i+1])
+			if err != nil {
+				return nil, err
+			}
+			// HSCAN may return an element twice.
+			seen[page.Elements[i]] = h
+		}
+		if page.Cursor == 0 {
+			break
+		}
+		cursor = page.Cursor
+	}
+	out := make([]flashsale.Hold, 0, len(seen))
+	for _, h := range seen {
+		out = append(out, h)
+	}
+	slices.SortFunc(out, func(a, b flashsale.Hold) int { return strings.Compare(a.ReservationID, b.ReservationID) })
+	return out, nil
+}
+
+// SetPaused makes Reserve answer VerdictPaused, or stop doing so, for every
+// server sharing the gate, and audits it as "pause" or "resume". It may
+// come before Load, which keeps the flag.
+func (g *Gate) SetPaused(ctx context.Context, saleID string, paused bool, source string) error {
+	flag, op := "0", "resume"
+	if paused {
+		flag, op = "1", "pause"
+	}
+	k := g.keys(saleID)
+	err := setPausedScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.audit},
+		[]string{flag, op, source, ms(g.now()), g.maxLen}).Error()
+	if err != nil {
+		return fail(op, err)
+	}
+	return nil
+}
+
+// Audit returns up to limit of the sale's newest audit entries, oldest
+// first.
+func (g *Gate) Audit(ctx context.Context, saleID string, limit int) ([]flashsale.AuditEntry, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	key := g.key(saleID, "audit")
+	entries, err := g.client.Do(ctx, g.client.B().Xrevrange().Key(key).End("+").Start("-").Count(int64(limit)).Build()).AsXRange()
+	if err != nil {
+		return nil, fail("audit", err)
+	}
+	out := make([]flashsale.AuditEntry, len(entries))
+	for i, e := range entries {
+		f := e.FieldValues
+		var nums [4]int64
+		for j, name := range []string{"seq", "at", "delta", "counter"} {
+			if nums[j], err = strconv.ParseInt(f[name], 10, 64); err != nil {
+				return nil, fmt.Errorf("redis gate: audit entry %s of %s: field %s: %w", e.ID, saleID, name, err)
+			}
+		}
+		// XREVRANGE reads newest first.
+		out[len(out)-1-i] = flashsale.AuditEntry{
+			Seq: nums[0], At: time.UnixMilli(nums[1]).UTC(), Op: f["op"], Source: f["source"],
+			Delta: nums[2], Counter: nums[3], ReservationID: f["res"],
+		}
+	}
+	return out, nil
+}
+
+// Drop forgets everything the gate keeps for the sale, audit log included,
+// in one UNLINK (Redis frees the memory in the background).
+func (g *Gate) Drop(ctx context.Context, saleID string) error {
+	err := g.client.Do(ctx, g.client.B().Unlink().Key(g.keys(saleID).all()...).Build()).Error()
+	if err != nil {
+		return fail("drop", err)
+	}
+	return nil
+}
+
+// Ping reports whether Redis answers.
+func (g *Gate) Ping(ctx context.Context) error {
+	if err := g.client.Do(ctx, g.client.B().Ping().Build()).Error(); err != nil {
+		return fail("ping", err)
+	}
+	return nil
+}
+
+// asInt reads an integer reply, or a string holding one (Lua hands strings
+// read from Redis back as they are).
+func asInt(m rueidis.RedisMessage) (int64, error) {
+	if n, err := m.AsInt64(); err == nil {
+		return n, nil
+	}
+	s, err := m.ToString()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(s, 10, 64)
+}

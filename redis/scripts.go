@@ -1,0 +1,237 @@
+package redis
+
+import "github.com/redis/rueidis"
+
+// The gate's Lua scripts. Redis runs each one without interleaving, which is
+// what makes each operation one atomic step; reserveScript is the only
+// writer that takes units from the stock key.
+//
+// Every key a script touches is passed in KEYS, and all of a sale's keys
+// share the hash tag {saleID}, so the scripts run unchanged on Redis
+// Cluster. Times arrive in ARGV as Unix milliseconds from the caller's
+// clock; the scripts never call TIME, so tests can inject the clock.
+//
+// Values the scripts compare as strings (the epoch) are always written from
+// ARGV, never from a Lua number, so "7" stays "7".
+
+// verdict codes the reserve script returns: flashsale.Verdict values, plus
+// two that Go finishes.
+const (
+	codeIdemHit      = 2  // a key is on record; Go tells replay from reuse
+	codeDuplicateRes = -1 // the reservation id already holds units
+)
+
+// reserveLua decides a reserve. Checks run in the order of
+// flashsale.Verdict; every branch before the win returns before any write.
+//
+//	KEYS: 1 stock, 2 meta, 3 held, 4 buyers, 5 instr, 6 idem, 7 adm, 8 audit
+//	ARGV: 1 reservation id, 2 user, 3 quantity, 4 instrument, 5 admission,
+//	      6 admission expiry ms, 7 epoch, 8 idem field, 9 encoded hold,
+//	      10 now ms, 11 audit max length
+//
+// It returns {code, remaining, epoch[, stored hold]}.
+const reserveLua = `
+local stock = redis.call('GET', KEYS[1])
+local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch')
+if not stock or meta[1] ~= '1' then return {4, 0, '0'} end
+local left = tonumber(stock)
+local epoch = meta[3]
+local prev = redis.call('HGET', KEYS[6], ARGV[8])
+if prev then return {2, left, epoch, prev} end
+if meta[2] == '1' then return {5, left, epoch} end
+if epoch ~= ARGV[7] then return {6, left, epoch} end
+if ARGV[5] ~= '' then
+  local exp = redis.call('ZSCORE', KEYS[7], ARGV[5])
+  if exp and tonumber(exp) > tonumber(ARGV[10]) then return {7, left, epoch} end
+end
+local q = tonumber(ARGV[3])
+if left < q then return {8, left, epoch} end
+if redis.call('HEXISTS', KEYS[4], ARGV[2]) == 1 then return {9, left, epoch} end
+if ARGV[4] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[4]) == 1 then return {9, left, epoch} end
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return {-1, left, epoch} end
+left = redis.call('DECRBY', KEYS[1], q)
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[9])
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[1])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[5], ARGV[4], ARGV[1]) end
+redis.call('HSET', KEYS[6], ARGV[8], ARGV[9])
+if ARGV[5] ~= '' then
+  -- Forget spends that lapsed, so the set stays the size of the live ones.
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ARGV[10])
+  redis.call('ZADD', KEYS[7], ARGV[6], ARGV[5])
+end
+redis.call('HINCRBY', KEYS[2], 'won', q)
+local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+redis.call('HSET', KEYS[2], 'audited', left)
+redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[11], '*', 'op', 'reserve', 'source', 'reserve',
+  'delta', -q, 'counter', left, 'res', ARGV[1], 'at', ARGV[10], 'seq', seq)
+return {1, left, epoch}
+`
+
+// giveBackLua returns a hold's units to stock (Restock and Void) and,
+// for Void, forgets the hold's key if the key still names it.
+//
+//	KEYS: 1 stock, 2 meta, 3 held, 4 buyers, 5 instr, 6 idem, 7 audit
+//	ARGV: 1 reservation id, 2 op, 3 source, 4 now ms, 5 audit max length,
+//	      6 idem field to forget ('' to keep keys)
+//
+// It returns -1 if the sale is not loaded, 1 if units moved, else 0.
+const giveBackLua = `
+if not redis.call('GET', KEYS[1]) or redis.call('HGET', KEYS[2], 'loaded') ~= '1' then return -1 end
+local moved = 0
+local enc = redis.call('HGET', KEYS[3], ARGV[1])
+if enc then
+  -- An encoded hold is reservation, user, quantity, instrument, ... joined
+  -- by \31.
+  local f, i = {}, 1
+  while #f < 4 do
+    local j = string.find(enc, '\31', i, true)
+    f[#f + 1] = string.sub(enc, i, (j or 0) - 1)
+    if not j then break end
+    i = j + 1
+  end
+  local q = tonumber(f[3])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  local left = redis.call('INCRBY', KEYS[1], q)
+  -- The shopper or card may hold again under another reservation by now.
+  if redis.call('HGET', KEYS[4], f[2]) == ARGV[1] then redis.call('HDEL', KEYS[4], f[2]) end
+  if f[4] ~= '' and redis.call('HGET', KEYS[5], f[4]) == ARGV[1] then redis.call('HDEL', KEYS[5], f[4]) end
+  redis.call('HINCRBY', KEYS[2], 'restocked', q)
+  local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+  redis.call('HSET', KEYS[2], 'audited', left)
+  redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[5], '*', 'op', ARGV[2], 'source', ARGV[3],
+    'delta', q, 'counter', left, 'res', ARGV[1], 'at', ARGV[4], 'seq', seq)
+  moved = 1
+end
+if ARGV[6] ~= '' then
+  local prev = redis.call('HGET', KEYS[6], ARGV[6])
+  if prev and string.sub(prev, 1, #ARGV[1] + 1) == ARGV[1] .. '\31' then redis.call('HDEL', KEYS[6], ARGV[6]) end
+end
+return moved
+`
+
+// loadLua loads a sale unless it is loaded or being rebuilt. A meta
+// that says loaded while the stock key is gone is a damaged gate: it is
+// left for a rebuild, never reloaded to the full initial stock.
+//
+//	KEYS: 1 stock, 2 meta, 3 held, 4 buyers, 5 instr, 6 idem, 7 adm, 8 audit
+//	ARGV: 1 initial, 2 epoch, 3 source, 4 now ms, 5 audit max length
+const loadLua = `
+local m = redis.call('HMGET', KEYS[2], 'loaded', 'rebuilding')
+if m[1] == '1' or m[2] then return 0 end
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], 'initial', ARGV[1], 'epoch', ARGV[2], 'won', 0, 'restocked', 0,
+  'audited', ARGV[1], 'loaded', 1)
+local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[5], '*', 'op', 'load', 'source', ARGV[3],
+  'delta', ARGV[1], 'counter', ARGV[1], 'res', '', 'at', ARGV[4], 'seq', seq)
+return 1
+`
+
+// rebuildBeginLua marks the sale not loaded (so Reserve answers
+// not_loaded and Restock ErrNotLoaded while holds are written), paused,
+// and owned by this rebuild's token, and clears holds, keys and spent
+// admissions. It remembers the counter it replaces for the audit.
+//
+//	KEYS: 1 stock, 2 meta, 3 held, 4 buyers, 5 instr, 6 idem, 7 adm
+//	ARGV: 1 token
+const rebuildBeginLua = `
+local old = 0
+if redis.call('HGET', KEYS[2], 'loaded') == '1' then old = redis.call('GET', KEYS[1]) or 0 end
+redis.call('HSET', KEYS[2], 'loaded', 0, 'paused', 1, 'rebuilding', ARGV[1], 'rbold', old)
+redis.call('DEL', KEYS[1], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+return 1
+`
+
+// rebuildAddLua writes one chunk of holds, if the rebuild still owns
+// the sale.
+//
+//	KEYS: 1 meta, 2 held, 3 buyers, 4 instr, 5 idem
+//	ARGV: 1 token, then per hold: reservation id, user, instrument,
+//	      idem field ('' for none), encoded hold
+const rebuildAddLua = `
+if redis.call('HGET', KEYS[1], 'rebuilding') ~= ARGV[1] then
+  return redis.error_reply('ERR flashsale: another rebuild or a drop took over this sale')
+end
+for i = 2, #ARGV, 5 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 4])
+  redis.call('HSET', KEYS[3], ARGV[i + 1], ARGV[i])
+  if ARGV[i + 2] ~= '' then redis.call('HSET', KEYS[4], ARGV[i + 2], ARGV[i]) end
+  if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[5], ARGV[i + 3], ARGV[i + 4]) end
+end
+return 1
+`
+
+// rebuildFinishLua sets the counter and loads the sale, paused, if the
+// rebuild still owns it.
+//
+//	KEYS: 1 stock, 2 meta, 3 audit
+//	ARGV: 1 token, 2 initial, 3 epoch, 4 units held, 5 counter, 6 source,
+//	      7 now ms, 8 audit max length
+const rebuildFinishLua = `
+if redis.call('HGET', KEYS[2], 'rebuilding') ~= ARGV[1] then
+  return redis.error_reply('ERR flashsale: another rebuild or a drop took over this sale')
+end
+local old = tonumber(redis.call('HGET', KEYS[2], 'rbold'))
+redis.call('SET', KEYS[1], ARGV[5])
+redis.call('HSET', KEYS[2], 'initial', ARGV[2], 'epoch', ARGV[3], 'won', ARGV[4], 'restocked', 0,
+  'audited', ARGV[5], 'loaded', 1, 'paused', 1)
+redis.call('HDEL', KEYS[2], 'rebuilding', 'rbold')
+local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'op', 'rebuild', 'source', ARGV[6],
+  'delta', tonumber(ARGV[5]) - old, 'counter', ARGV[5], 'res', '', 'at', ARGV[7], 'seq', seq)
+return 1
+`
+
+// snapshotLua reads the counter and its bookkeeping in one step. It
+// returns an empty array when the sale is not loaded, else
+// {counter, paused, epoch, initial, won, restocked, audited}.
+//
+//	KEYS: 1 stock, 2 meta
+const snapshotLua = `
+local stock = redis.call('GET', KEYS[1])
+local m = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'audited')
+if not stock or m[1] ~= '1' then return {} end
+return {stock, m[2] or '0', m[3] or '0', m[4] or '0', m[5] or '0', m[6] or '0', m[7] or '0'}
+`
+
+// lookupLua returns the hold under an idempotency key, or nil when the
+// key is unknown or the sale not loaded.
+//
+//	KEYS: 1 stock, 2 meta, 3 idem
+//	ARGV: 1 idem field
+const lookupLua = `
+if not redis.call('GET', KEYS[1]) or redis.call('HGET', KEYS[2], 'loaded') ~= '1' then return false end
+return redis.call('HGET', KEYS[3], ARGV[1])
+`
+
+// setPausedLua sets or clears the pause and audits it. It does not move
+// the audited counter: a pause moves no units, and must not hide a write
+// made behind the gate.
+//
+//	KEYS: 1 stock, 2 meta, 3 audit
+//	ARGV: 1 '1' or '0', 2 op, 3 source, 4 now ms, 5 audit max length
+const setPausedLua = `
+redis.call('HSET', KEYS[2], 'paused', ARGV[1])
+local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'op', ARGV[2], 'source', ARGV[3],
+  'delta', 0, 'counter', redis.call('GET', KEYS[1]) or 0, 'res', '', 'at', ARGV[4], 'seq', seq)
+return 1
+`
+
+// The scripts as rueidis runs them: EVALSHA, falling back to EVAL when the
+// server lost its script cache (NOSCRIPT).
+var (
+	reserveScript       = rueidis.NewLuaScript(reserveLua)
+	giveBackScript      = rueidis.NewLuaScript(giveBackLua)
+	loadScript          = rueidis.NewLuaScript(loadLua)
+	rebuildBeginScript  = rueidis.NewLuaScript(rebuildBeginLua)
+	rebuildAddScript    = rueidis.NewLuaScript(rebuildAddLua)
+	rebuildFinishScript = rueidis.NewLuaScript(rebuildFinishLua)
+	snapshotScript      = rueidis.NewLuaScriptReadOnly(snapshotLua)
+	lookupScript        = rueidis.NewLuaScriptReadOnly(lookupLua)
+	setPausedScript     = rueidis.NewLuaScript(setPausedLua)
+)
+
+// scriptSources lists every script, for warming a server's script cache.
+var scriptSources = []string{reserveLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}

@@ -1,0 +1,144 @@
+// Package catalog keeps the sales the funnel reads on every request in
+// memory, refreshed from the record at most every TTL, so that a request the
+// funnel rejects costs no record statement.
+package catalog
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/flashsale/flashsale"
+)
+
+// DefaultTTL is how stale a cached sale may be. A pause made by this process
+// is seen at once (Put); one made by another process within DefaultTTL, and
+// the gate's own paused flag stops reserves meanwhile.
+const DefaultTTL = 250 * time.Millisecond
+
+// Catalog is a read-through cache of sales by SKU. Safe for concurrent use.
+type Catalog struct {
+	store  flashsale.SaleStore
+	ttl    time.Duration
+	now    func() time.Time
+	logger *slog.Logger
+
+	mu    sync.RWMutex
+	bySKU map[string]entry
+	group singleflight.Group
+}
+
+type entry struct {
+	sale    *flashsale.Sale // nil: the SKU has no sale
+	fetched time.Time
+}
+
+// Config configures a Catalog. Zero fields take defaults.
+type Config struct {
+	TTL    time.Duration
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// New returns a Catalog over store.
+func New(store flashsale.SaleStore, cfg Config) *Catalog {
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Catalog{store: store, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger, bySKU: make(map[string]entry)}
+}
+
+// BySKU returns the SKU's sale, from memory when it is fresh enough. The
+// returned sale is shared: callers must not modify it. It returns
+// flashsale.ErrNotFound for a SKU without a sale. If the record cannot be
+// read, the last known sale is served and the error logged, so that a
+// record outage does not take the waiting room down with it.
+func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error) {
+	now := c.now()
+	c.mu.RLock()
+	e, ok := c.bySKU[sku]
+	c.mu.RUnlock()
+	if ok && now.Sub(e.fetched) < c.ttl {
+		if e.sale == nil {
+			return nil, flashsale.ErrNotFound
+		}
+		return e.sale, nil
+	}
+	v, err, _ := c.group.Do(sku, func() (any, error) {
+		s, err := c.store.SaleBySKU(context.WithoutCancel(ctx), sku)
+		switch {
+		case errors.Is(err, flashsale.ErrNotFound):
+			c.put(sku, entry{fetched: c.now()})
+			return (*flashsale.Sale)(nil), nil
+		case err != nil:
+			return nil, err
+		}
+		c.put(sku, entry{sale: s, fetched: c.now()})
+		return s, nil
+	})
+	if err != nil {
+		if ok && e.sale != nil {
+			c.logger.Warn("catalog: serving a stale sale; the record did not answer", "sku", sku, "err", err)
+			return e.sale, nil
+		}
+		return nil, err
+	}
+	s := v.(*flashsale.Sale)
+	if s == nil {
+		return nil, flashsale.ErrNotFound
+	}
+	return s, nil
+}
+
+// Put replaces the cached sale of s.SKU with s, as this process has just
+// written it. A copy is kept, so the caller may go on using s.
+func (c *Catalog) Put(s *flashsale.Sale) {
+	cp := *s
+	c.put(s.SKU, entry{sale: &cp, fetched: c.now()})
+}
+
+// Forget drops the SKU from the cache, so the next read goes to the record.
+func (c *Catalog) Forget(sku string) {
+	c.mu.Lock()
+	delete(c.bySKU, sku)
+	c.mu.Unlock()
+}
+
+func (c *Catalog) put(sku string, e entry) {
+	c.mu.Lock()
+	// Never replace a newer version with an older one read concurrently.
+	if old, ok := c.bySKU[sku]; ok && old.sale != nil && e.sale != nil &&
+		old.sale.ID == e.sale.ID && old.sale.Version > e.sale.Version {
+		e.sale = old.sale
+	}
+	c.bySKU[sku] = e
+	c.mu.Unlock()
+}
+
+// Active returns the sales that are not closed at the time of the call,
+// read from the record: the background services (sweeper, invariant
+// watcher, warmer) call it once per round, not per request.
+func (c *Catalog) Active(ctx context.Context) ([]*flashsale.Sale, error) {
+	all, err := c.store.Sales(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := c.now()
+	active := all[:0]
+	for _, s := range all {
+		if s.StateAt(now) != flashsale.SaleClosed {
+			active = append(active, s)
+		}
+	}
+	return active, nil
+}

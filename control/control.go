@@ -1,0 +1,442 @@
+// Package control is the operator's hand on a sale: create, change, pause,
+// resume and rebuild it, and load (warm) its counter into the gate before it
+// opens. Every pause says why, and a rebuild recomputes the gate only from
+// the record, only while the sale is paused.
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/catalog"
+	"github.com/flashsale/flashsale/metrics"
+)
+
+// Service carries out operator actions. Safe for concurrent use.
+type Service struct {
+	store   flashsale.Store
+	gate    flashsale.GateAdmin
+	catalog *catalog.Catalog
+	now     func() time.Time
+	source  string
+	logger  *slog.Logger
+	metrics *metrics.Metrics
+
+	pausing singleflight.Group
+}
+
+// Config configures a Service. Store, Gate and Catalog are required.
+type Config struct {
+	Store   flashsale.Store
+	Gate    flashsale.GateAdmin
+	Catalog *catalog.Catalog
+	Now     func() time.Time
+	// Source names this server in the gate's audit log.
+	Source  string
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
+}
+
+// New returns a Service.
+func New(cfg Config) *Service {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Source == "" {
+		cfg.Source = "flashsale"
+	}
+	return &Service{store: cfg.Store, gate: cfg.Gate, catalog: cfg.Catalog, now: cfg.Now,
+		source: cfg.Source, logger: cfg.Logger, metrics: cfg.Metrics}
+}
+
+// Create validates and records a new sale. A sale whose opensAt is already
+// past opens at once, so its counter is loaded now; otherwise the Warmer
+// loads it before it opens.
+func (s *Service) Create(ctx context.Context, in *flashsale.Sale) (*flashsale.Sale, error) {
+	sale := *in
+	sale.ApplyDefaults()
+	if err := sale.Validate(); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	sale.ID = flashsale.NewID("sale_")
+	sale.OpensAt = sale.OpensAt.UTC()
+	sale.State = flashsale.SaleScheduled
+	if !now.Before(sale.OpensAt) {
+		sale.State = flashsale.SaleOpen
+	}
+	sale.Epoch = 1
+	sale.Version = 1
+	sale.CreatedAt, sale.UpdatedAt = now, now
+	if err := s.store.CreateSale(ctx, &sale); err != nil {
+		return nil, err
+	}
+	s.catalog.Put(&sale)
+	if sale.State == flashsale.SaleOpen {
+		if err := s.load(ctx, &sale); err != nil {
+			// The warmer retries; until then reserve fails closed.
+			s.logger.Error("control: load the counter of a new sale", "sku", sale.SKU, "err", err)
+		}
+	}
+	s.logger.Info("sale created", "sku", sale.SKU, "sale", sale.ID, "stock", sale.InitialStock, "opensAt", sale.OpensAt)
+	return &sale, nil
+}
+
+// Patch is a change to a sale; nil fields stay as they are.
+type Patch struct {
+	Name                 *string
+	ClosesAt             *time.Time
+	AdmissionPerSecond   *int
+	HoldSeconds          *int
+	PerUserLimit         *int
+	MinAccountAgeSeconds *int
+	ChallengeBits        *int
+	InitialStock         *int
+}
+
+// Update applies p to the SKU's sale if its version is still version. It
+// returns flashsale.ErrVersionConflict if the sale moved since it was read,
+// and refuses InitialStock once the sale has opened.
+func (s *Service) Update(ctx context.Context, sku string, version int64, p Patch) (*flashsale.Sale, error) {
+	cur, err := s.store.SaleBySKU(ctx, sku)
+	if err != nil {
+		return nil, err
+	}
+	if cur.Version != version {
+		return nil, flashsale.ErrVersionConflict
+	}
+	sale := *cur
+	now := s.now()
+	if p.Name != nil {
+		sale.Name = *p.Name
+	}
+	if p.ClosesAt != nil {
+		sale.ClosesAt = p.ClosesAt.UTC()
+	}
+	if p.AdmissionPerSecond != nil {
+		sale.AdmissionPerSecond = *p.AdmissionPerSecond
+	}
+	if p.HoldSeconds != nil {
+		sale.HoldSeconds = *p.HoldSeconds
+	}
+	if p.PerUserLimit != nil {
+		sale.PerUserLimit = *p.PerUserLimit
+	}
+	if p.MinAccountAgeSeconds != nil {
+		sale.MinAccountAgeSeconds = *p.MinAccountAgeSeconds
+	}
+	if p.ChallengeBits != nil {
+		sale.ChallengeBits = *p.ChallengeBits
+	}
+	stockChanged := p.InitialStock != nil && *p.InitialStock != sale.InitialStock
+	if stockChanged {
+		if !now.Before(sale.OpensAt) {
+			return nil, flashsale.Errorf(flashsale.CodeInvalidState, "initialStock can change only before the sale opens")
+		}
+		sale.InitialStock = *p.InitialStock
+	}
+	if err := sale.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.store.UpdateSale(ctx, &sale, version); err != nil {
+		return nil, err
+	}
+	s.catalog.Put(&sale)
+	if stockChanged {
+		// The counter may have been loaded early (warm); nothing was sold
+		// yet, so it is reloaded with the new stock.
+		if err := s.gate.Drop(ctx, sale.ID); err != nil {
+			s.logger.Error("control: drop the counter after a stock change", "sku", sku, "err", err)
+		}
+	}
+	return &sale, nil
+}
+
+// Pause pauses the SKU's sale with a reason. Pausing a paused sale keeps
+// its first reason.
+func (s *Service) Pause(ctx context.Context, sku, reason string) (*flashsale.Sale, error) {
+	sale, err := s.store.SaleBySKU(ctx, sku)
+	if err != nil {
+		return nil, err
+	}
+	return s.pause(ctx, sale, reason)
+}
+
+// FailClosed pauses the sale because the gate could not be asked, or the
+// invariant failed. Concurrent calls for one sale make one pause. It is
+// meant to be called from the request path: it returns once the pause is
+// recorded (or could not be).
+func (s *Service) FailClosed(ctx context.Context, saleID, reason string) {
+	_, _, _ = s.pausing.Do(saleID, func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		sale, err := s.store.Sale(ctx, saleID)
+		if err != nil {
+			s.logger.Error("control: fail closed: read the sale", "sale", saleID, "reason", reason, "err", err)
+			return nil, err
+		}
+		if _, err := s.pause(ctx, sale, reason); err != nil {
+			s.logger.Error("control: fail closed: pause", "sale", saleID, "reason", reason, "err", err)
+			return nil, err
+		}
+		return nil, nil
+	})
+}
+
+func (s *Service) pause(ctx context.Context, sale *flashsale.Sale, reason string) (*flashsale.Sale, error) {
+	if sale.State == flashsale.SalePaused {
+		return sale, nil
+	}
+	// The record first: it is what every server reads. Then the gate, so
+	// that reserves in flight on other servers stop at once; if the gate
+	// is unreachable it is not selling anyway.
+	paused, err := s.store.SetSaleState(ctx, sale.ID, flashsale.SalePaused, reason, s.now())
+	if err != nil {
+		return nil, err
+	}
+	s.catalog.Put(paused)
+	if err := s.gate.SetPaused(ctx, sale.ID, true, s.source); err != nil {
+		s.logger.Warn("control: the gate did not take the pause (the record did)", "sku", sale.SKU, "err", err)
+	}
+	s.metrics.SalePaused(sale.SKU, true)
+	s.logger.Warn("sale paused", "sku", sale.SKU, "sale", sale.ID, "reason", reason)
+	return paused, nil
+}
+
+// ErrRebuildRequired: the gate has no counter for a sale that has taken
+// holds, so it must be rebuilt from the record before it sells again.
+var ErrRebuildRequired = &flashsale.Error{Code: "rebuild_required",
+	Message: "The stock gate lost this sale's counter; rebuild it from the record before resuming."}
+
+// Resume reopens a paused sale. It is the operator's deliberate act after a
+// pause: the gate must hold a counter (loaded, or rebuilt from the record).
+func (s *Service) Resume(ctx context.Context, sku string) (*flashsale.Sale, error) {
+	sale, err := s.store.SaleBySKU(ctx, sku)
+	if err != nil {
+		return nil, err
+	}
+	if sale.State != flashsale.SalePaused {
+		return sale, nil
+	}
+	snap, err := s.gate.Snapshot(ctx, sale.ID)
+	if err != nil {
+		return nil, gateUnavailable(err)
+	}
+	switch {
+	case !snap.Loaded:
+		if err := s.load(ctx, sale); err != nil {
+			return nil, err
+		}
+	case snap.Drift() != 0 || snap.Counter != snap.AuditedCounter:
+		// Something wrote to the counter behind the gate; resuming would
+		// sell on a number nobody can vouch for.
+		return nil, &flashsale.Error{Code: ErrRebuildRequired.Code, Message: fmt.Sprintf(
+			"The counter disagrees with the gate's own bookkeeping by %d units; rebuild it from the record before resuming.",
+			snap.Drift())}
+	}
+	if err := s.gate.SetPaused(ctx, sale.ID, false, s.source); err != nil {
+		return nil, gateUnavailable(err)
+	}
+	state := flashsale.SaleOpen
+	if s.now().Before(sale.OpensAt) {
+		state = flashsale.SaleScheduled
+	}
+	resumed, err := s.store.SetSaleState(ctx, sale.ID, state, "", s.now())
+	if err != nil {
+		return nil, err
+	}
+	s.catalog.Put(resumed)
+	s.metrics.SalePaused(sale.SKU, false)
+	s.logger.Info("sale resumed", "sku", sku, "sale", sale.ID)
+	return resumed, nil
+}
+
+// Rebuild recomputes the gate of a paused sale from the record: counter =
+// initial − confirmed − pending, the buyers and idempotency keys of the live
+// holds, and a new epoch that invalidates every admission token issued
+// before. It answers CodeNotPaused unless the sale is paused, and leaves the
+// sale paused: resuming is a separate, deliberate act.
+func (s *Service) Rebuild(ctx context.Context, sku string) (*flashsale.Sale, error) {
+	sale, err := s.store.SaleBySKU(ctx, sku)
+	if err != nil {
+		return nil, err
+	}
+	if sale.State != flashsale.SalePaused {
+		return nil, flashsale.Errorf(flashsale.CodeNotPaused, "Pause the sale before rebuilding its counter.")
+	}
+	epoch, holds, err := s.store.BeginRebuild(ctx, sale.ID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.gate.Rebuild(ctx, sale.ID, int64(sale.InitialStock), epoch, holds, s.source+" rebuild"); err != nil {
+		return nil, gateUnavailable(err)
+	}
+	rebuilt, err := s.store.Sale(ctx, sale.ID)
+	if err != nil {
+		return nil, err
+	}
+	s.catalog.Put(rebuilt)
+	var held int
+	for _, h := range holds {
+		held += h.Quantity
+	}
+	s.logger.Warn("sale rebuilt from the record", "sku", sku, "sale", sale.ID, "epoch", epoch,
+		"holds", len(holds), "counter", sale.InitialStock-held)
+	return rebuilt, nil
+}
+
+// load puts the sale's counter into the gate, but only where that cannot
+// forget a hold: when the record has no reservation of the sale at all. A
+// gate that lost the counter of a sale that has taken holds must be rebuilt
+// from the record instead, with the sale paused.
+func (s *Service) load(ctx context.Context, sale *flashsale.Sale) error {
+	totals, err := s.store.SaleTotals(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
+	if totals != (flashsale.SaleTotals{}) {
+		return ErrRebuildRequired
+	}
+	if _, err := s.gate.Load(ctx, sale.ID, int64(sale.InitialStock), sale.Epoch, s.source+" load"); err != nil {
+		return gateUnavailable(err)
+	}
+	return nil
+}
+
+func gateUnavailable(err error) error {
+	return &flashsale.Error{Code: flashsale.CodeUnavailable, Message: "The stock gate did not answer.",
+		RetryAfter: time.Second, Err: err}
+}
+
+// Warmer loads each sale's counter into the gate before the sale opens (the
+// design's "warm everything before the gate opens"), and fails a sale closed
+// when its open counter has gone missing from the gate. It runs until Stop.
+type Warmer struct {
+	svc      *Service
+	lead     time.Duration
+	interval time.Duration
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+	warm   map[string]bool
+}
+
+// WarmerConfig configures a Warmer.
+type WarmerConfig struct {
+	// Lead is how long before opensAt the counter is loaded (default 1m).
+	Lead time.Duration
+	// Interval is how often sales are checked (default 1s).
+	Interval time.Duration
+}
+
+// NewWarmer returns a Warmer for the service's sales.
+func NewWarmer(svc *Service, cfg WarmerConfig) *Warmer {
+	if cfg.Lead <= 0 {
+		cfg.Lead = time.Minute
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	return &Warmer{svc: svc, lead: cfg.Lead, interval: cfg.Interval, warm: make(map[string]bool)}
+}
+
+// Start runs the warmer in the background.
+func (w *Warmer) Start(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	w.cancel, w.done = cancel, make(chan struct{})
+	w.mu.Unlock()
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(w.interval)
+		defer t.Stop()
+		for {
+			if err := w.WarmOnce(ctx); err != nil && ctx.Err() == nil {
+				w.svc.logger.Error("warmer", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop stops the warmer and waits for it.
+func (w *Warmer) Stop() {
+	w.mu.Lock()
+	cancel, done := w.cancel, w.done
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// Warm reports whether the sale's counter was in the gate at the last
+// round.
+func (w *Warmer) Warm(saleID string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.warm[saleID]
+}
+
+// WarmOnce does one round over the active sales.
+func (w *Warmer) WarmOnce(ctx context.Context) error {
+	sales, err := w.svc.catalog.Active(ctx)
+	if err != nil {
+		return err
+	}
+	now := w.svc.now()
+	var errs []error
+	for _, sale := range sales {
+		if now.Before(sale.OpensAt.Add(-w.lead)) {
+			continue
+		}
+		snap, err := w.svc.gate.Snapshot(ctx, sale.ID)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("snapshot %s: %w", sale.SKU, err))
+			w.setWarm(sale.ID, false)
+			if sale.State != flashsale.SalePaused && !now.Before(sale.OpensAt) {
+				w.svc.FailClosed(ctx, sale.ID, "the stock gate is unreachable")
+			}
+			continue
+		}
+		if snap.Loaded {
+			w.setWarm(sale.ID, true)
+			continue
+		}
+		err = w.svc.load(ctx, sale)
+		switch {
+		case err == nil:
+			w.setWarm(sale.ID, true)
+		case errors.Is(err, ErrRebuildRequired):
+			w.setWarm(sale.ID, false)
+			if sale.State != flashsale.SalePaused {
+				w.svc.FailClosed(ctx, sale.ID, "the stock gate lost the sale's counter; rebuild it from the record, then resume")
+			}
+		default:
+			w.setWarm(sale.ID, false)
+			errs = append(errs, fmt.Errorf("load %s: %w", sale.SKU, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (w *Warmer) setWarm(saleID string, warm bool) {
+	w.mu.Lock()
+	w.warm[saleID] = warm
+	w.mu.Unlock()
+}

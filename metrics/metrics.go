@@ -1,0 +1,208 @@
+// Package metrics defines the Prometheus collectors of the funnel: requests
+// and rejections by layer and code, gate latency, and the invariant's state.
+//
+// A nil *Metrics is valid and records nothing, so services and tests that do
+// not care about metrics pass nil.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Layers of the funnel, cheapest first, used to label rejections.
+const (
+	LayerEdge        = "edge"
+	LayerQueue       = "queue"
+	LayerAdmission   = "admission"
+	LayerEligibility = "eligibility"
+	LayerGate        = "gate"
+	LayerRecord      = "record"
+)
+
+// Metrics holds the collectors. Safe for concurrent use.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests       *prometheus.CounterVec
+	requestSeconds *prometheus.HistogramVec
+	rejections     *prometheus.CounterVec
+	gateSeconds    *prometheus.HistogramVec
+	gateErrors     *prometheus.CounterVec
+	reserved       *prometheus.CounterVec
+	restocked      *prometheus.CounterVec
+	invariantOK    *prometheus.GaugeVec
+	invariantDiff  *prometheus.GaugeVec
+	invariantAt    *prometheus.GaugeVec
+	salePaused     *prometheus.GaugeVec
+}
+
+// New registers the collectors, with the Go and process collectors, on a
+// registry of their own (no global state).
+func New() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "status"}),
+		requestSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flashsale_http_request_seconds",
+			Help:    "HTTP request latency by route pattern.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_rejections_total",
+			Help: "Requests told no, by funnel layer and contract error code.",
+		}, []string{"layer", "code"}),
+		gateSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flashsale_gate_seconds",
+			Help:    "Latency of stock gate calls by operation.",
+			Buckets: []float64{.00001, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"op"}),
+		gateErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_gate_errors_total",
+			Help: "Stock gate calls that failed (the sale fails closed).",
+		}, []string{"op"}),
+		reserved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_reserved_units_total",
+			Help: "Units held by new reservations, by sale SKU.",
+		}, []string{"sku"}),
+		restocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_restocked_units_total",
+			Help: "Units returned to stock, by source (sweeper, cancel, void, reconcile).",
+		}, []string{"source"}),
+		invariantOK: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_invariant_ok",
+			Help: "1 if counter + confirmed + pending == initial holds for the sale (allowing for holds in flight), else 0.",
+		}, []string{"sku"}),
+		invariantDiff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_invariant_difference",
+			Help: "counter + confirmed + pending - initial at the last check; positive means units that do not exist could be sold.",
+		}, []string{"sku"}),
+		invariantAt: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_invariant_checked_timestamp_seconds",
+			Help: "Unix time of the last invariant check of the sale.",
+		}, []string{"sku"}),
+		salePaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_sale_paused",
+			Help: "1 while the sale is paused.",
+		}, []string{"sku"}),
+	}
+	reg.MustRegister(
+		prometheus.NewGoCollector(),
+		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		m.requests, m.requestSeconds, m.rejections, m.gateSeconds, m.gateErrors,
+		m.reserved, m.restocked, m.invariantOK, m.invariantDiff, m.invariantAt, m.salePaused,
+	)
+	return m
+}
+
+// Request records one HTTP request.
+func (m *Metrics) Request(route string, status int, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(route, statusText(status)).Inc()
+	m.requestSeconds.WithLabelValues(route).Observe(d.Seconds())
+}
+
+// Rejection records one request told no by a funnel layer.
+func (m *Metrics) Rejection(layer, code string) {
+	if m == nil {
+		return
+	}
+	m.rejections.WithLabelValues(layer, code).Inc()
+}
+
+// Gate records one gate call; a non-nil err counts as a gate error.
+func (m *Metrics) Gate(op string, d time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	m.gateSeconds.WithLabelValues(op).Observe(d.Seconds())
+	if err != nil {
+		m.gateErrors.WithLabelValues(op).Inc()
+	}
+}
+
+// Reserved records units held by a new reservation.
+func (m *Metrics) Reserved(sku string, units int) {
+	if m == nil {
+		return
+	}
+	m.reserved.WithLabelValues(sku).Add(float64(units))
+}
+
+// Restocked records units returned to stock.
+func (m *Metrics) Restocked(source string, units int) {
+	if m == nil {
+		return
+	}
+	m.restocked.WithLabelValues(source).Add(float64(units))
+}
+
+// Invariant records the outcome of an invariant check.
+func (m *Metrics) Invariant(sku string, ok bool, difference int64, at time.Time) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	m.invariantOK.WithLabelValues(sku).Set(v)
+	m.invariantDiff.WithLabelValues(sku).Set(float64(difference))
+	m.invariantAt.WithLabelValues(sku).Set(float64(at.Unix()))
+}
+
+// SalePaused records whether a sale is paused.
+func (m *Metrics) SalePaused(sku string, paused bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if paused {
+		v = 1
+	}
+	m.salePaused.WithLabelValues(sku).Set(v)
+}
+
+var statusTexts = func() [600]string {
+	var t [600]string
+	for i := range t {
+		t[i] = itoa(i)
+	}
+	return t
+}()
+
+func statusText(code int) string {
+	if code >= 0 && code < len(statusTexts) {
+		return statusTexts[code]
+	}
+	return itoa(code)
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	n := len(b)
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	for i > 0 {
+		n--
+		b[n] = byte('0' + i%10)
+		i /= 10
+	}
+	if neg {
+		n--
+		b[n] = '-'
+	}
+	return string(b[n:])
+}

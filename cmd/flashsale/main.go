@@ -1,0 +1,106 @@
+// Command flashsale runs the flash-sale engine and the tools around it.
+//
+//	flashsale serve     run the server (embedded default: in-process gate, SQLite)
+//	flashsale token     print a shopper JWT signed with the development key
+//	flashsale sale      create, list, show, pause, resume, rebuild sales
+//
+// Run "flashsale <command> -h" for the flags of each.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "flashsale:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var u usageError
+	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `flashsale: a flash-sale engine.
+
+Usage:
+  flashsale serve [flags]           run the server (flashsale serve -h)
+  flashsale serve --demo            ... with a demo sale that opens shortly
+  flashsale token --user ID         print a shopper JWT for trying the routes by hand
+  flashsale sale create|list|show|pause|resume|rebuild ...
+                                    drive the operator routes of a running server
+`
+
+// run is the whole program, with its environment passed in, so that tests
+// run commands end to end.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usageError{"no command given"}
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], getenv, stdout, stderr)
+	case "token":
+		return tokenCmd(args[1:], getenv, stdout, stderr)
+	case "sale":
+		return saleCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return usageError{fmt.Sprintf("unknown command %q", args[0])}
+}
+
+// parseFlags parses args into fs; every flag not given on the command line
+// is taken from the environment variable FLASHSALE_<NAME>, with the flag's
+// name in capitals and '-' as '_'.
+func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err.Error()}
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		env := "FLASHSALE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, usageError{fmt.Sprintf("%s: %v", env, err)})
+			}
+		}
+	})
+	if fs.NArg() > 0 {
+		errs = append(errs, usageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))})
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/engine"
+)
+
+// serve runs the server until ctx ends, then shuts down gracefully: no new
+// requests, those in flight finished (an acknowledged reservation is
+// already in the record), background services stopped, stores closed.
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
+	dataDir := fs.String("data-dir", "./data", "where the embedded store keeps its file (and the generated token key)")
+	redisURL := fs.String("redis-url", "", "redis://host:port/db puts the stock gate in Redis; redis://host:port?addr=host:port&addr=host:port a Redis Cluster")
+	redisPrefix := fs.String("redis-prefix", "fs:", "prefix of every Redis key")
+	databaseURL := fs.String("database-url", "", "postgres://... puts the record in PostgreSQL (default: SQLite in --data-dir)")
+	dbMaxConns := fs.Int("database-max-conns", 16, "PostgreSQL connection pool size")
+	jwtSecret := fs.String("user-jwt-secret", "", "HS256 secret for shopper JWTs (default: the development key, with a warning)")
+	jwtPublicKey := fs.String("user-jwt-public-key", "", "PEM file of the EdDSA or RS256 public key for shopper JWTs")
+	adminToken := fs.String("admin-token", "", "bearer token for /admin/ (default: /admin/ answers only on loopback)")
+	admissionTTL := fs.Duration("admission-ttl", 120*time.Second, "lifetime of an admission token")
+	tokenKeys := fs.String("token-keys", "", "keys signing waiting-room tokens, kid:base64url,... first signs (default: generated into --data-dir)")
+	role := fs.String("role", "all", "all (one process), or edge|origin to split them")
+	demo := fs.Bool("demo", false, "also create a demo sale that opens shortly")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	logFormat := fs.String("log-format", "text", "text or json")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 15*time.Second, "how long to wait for requests in flight at shutdown")
+	if err := parseFlags(fs, args, getenv); err != nil {
+		return err
+	}
+	if *role != "all" {
+		return usageError{fmt.Sprintf("serve: --role %s is not available yet; use --role all", *role)}
+	}
+	logger, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	var pem []byte
+	if *jwtPublicKey != "" {
+		if pem, err = os.ReadFile(*jwtPublicKey); err != nil {
+			return fmt.Errorf("--user-jwt-public-key: %w", err)
+		}
+	}
+	eng, err := engine.Open(ctx, engine.Config{
+		DataDir:          *dataDir,
+		RedisURL:         *redisURL,
+		RedisPrefix:      *redisPrefix,
+		DatabaseURL:      *databaseURL,
+		DatabaseMaxConns: int32(*dbMaxConns),
+		UserJWTSecret:    *jwtSecret,
+		UserJWTPublicKey: pem,
+		AdminToken:       *adminToken,
+		AdmissionTTL:     *admissionTTL,
+		TokenKeys:        *tokenKeys,
+		Logger:           logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	if eng.DevelopmentKey {
+		logger.Warn("shopper JWTs are verified with the well-known DEVELOPMENT key; set --user-jwt-secret or --user-jwt-public-key in production")
+	}
+	if *adminToken == "" {
+		logger.Warn("no --admin-token: /admin/ answers only on loopback")
+	}
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	srv := &http.Server{
+		Handler:           eng.Handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	runCtx, stopServices := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServices()
+	eng.Start(runCtx)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	store, gate := "SQLite in "+*dataDir, "in process"
+	if *databaseURL != "" {
+		store = "PostgreSQL"
+	}
+	if *redisURL != "" {
+		gate = "Redis"
+	}
+	logger.Info("flashsale listening", "addr", base, "record", store, "gate", gate)
+	fmt.Fprintf(stdout, "flashsale listening on %s (record: %s, gate: %s)\n", base, store, gate)
+
+	if *demo {
+		if err := createDemo(ctx, eng, base, stdout); err != nil {
+			logger.Error("demo sale", "err", err)
+		}
+	}
+
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down: finishing requests in flight")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	eng.Stop()
+	if errors.Is(<-served, http.ErrServerClosed) && err == nil {
+		logger.Info("shut down cleanly")
+	}
+	return err
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageError{fmt.Sprintf("--log-level: %v", err)}
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, usageError{"--log-format must be text or json"}
+}
+
+// createDemo creates a sale that opens in a few seconds and says how to
+// take part.
+func createDemo(ctx context.Context, eng *engine.Engine, base string, stdout io.Writer) error {
+	now := eng.Config.Now()
+	sku := fmt.Sprintf("demo-%s", strings.ToLower(now.UTC().Format("150405")))
+	sale, err := eng.Control.Create(ctx, &flashsale.Sale{
+		SKU:                sku,
+		Name:               "Demo sale: 100 limited-edition sneakers",
+		InitialStock:       100,
+		OpensAt:            now.Add(15 * time.Second).Truncate(time.Second),
+		HoldSeconds:        120,
+		PerUserLimit:       1,
+		AdmissionPerSecond: 20,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, `
+Demo sale %q: %d units, opens at %s (in about 15 seconds).
+  The sale:           curl %s/sale/%s
+  A shopper token:    flashsale token --user alice
+  Take a place:       curl -H "Authorization: Bearer $(flashsale token --user alice)" %s/sale/%s/ticket
+  Poll your place:    curl "%s/sale/%s/status?token=<token from the ticket>"
+  Operator view:      curl %s/admin/sales/%s
+`, sale.SKU, sale.InitialStock, sale.OpensAt.Format(time.RFC3339), base, sku, base, sku, base, sku, base, sku)
+	return nil
+}

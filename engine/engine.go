@@ -1,0 +1,305 @@
+// Package engine assembles a flash-sale server from its parts: the record
+// (SQLite or PostgreSQL), the stock gate (in process or Redis), the waiting
+// room, the purchase path, the operator's controls and the background
+// services (warmer, sweeper, invariant watcher), behind the HTTP API.
+//
+// cmd/flashsale serves it; tests and the rehearsal run it in process.
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/catalog"
+	"github.com/flashsale/flashsale/control"
+	"github.com/flashsale/flashsale/httpapi"
+	"github.com/flashsale/flashsale/identity"
+	"github.com/flashsale/flashsale/invariant"
+	"github.com/flashsale/flashsale/memory"
+	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/postgres"
+	"github.com/flashsale/flashsale/purchase"
+	fsredis "github.com/flashsale/flashsale/redis"
+	"github.com/flashsale/flashsale/sqlite"
+	"github.com/flashsale/flashsale/sweeper"
+	"github.com/flashsale/flashsale/token"
+	"github.com/flashsale/flashsale/waitroom"
+)
+
+// Config says which parts to use and how. The zero value (with DataDir)
+// is the embedded default: in-process gate, SQLite under DataDir.
+type Config struct {
+	// DataDir holds the SQLite file and the generated token keys.
+	DataDir string
+	// RedisURL, when set, puts the gate and the queue in Redis:
+	// redis://host:port/db, or redis://host:port?addr=host:port&addr=...
+	// for a Redis Cluster.
+	RedisURL string
+	// RedisPrefix prefixes every Redis key (default "fs:").
+	RedisPrefix string
+	// DatabaseURL, when set (postgres://...), puts the record in
+	// PostgreSQL.
+	DatabaseURL string
+	// DatabaseMaxConns bounds the record's connection pool (PostgreSQL).
+	DatabaseMaxConns int32
+	// UserJWTSecret verifies shopper JWTs with HS256; UserJWTPublicKey
+	// (PEM) with EdDSA or RS256. With neither, the development key is used.
+	UserJWTSecret    string
+	UserJWTPublicKey []byte
+	// AdminToken guards /admin/; empty means loopback only.
+	AdminToken string
+	// AdmissionTTL is the lifetime of an admission token (default 120s).
+	AdmissionTTL time.Duration
+	// TokenKeys signs waiting-room tokens ("kid:base64url,..."). Empty
+	// means a key generated once and kept in DataDir/token-keys.
+	TokenKeys string
+	// Source names this server in the gate's audit log.
+	Source string
+	// Now is the clock of every part (default time.Now).
+	Now func() time.Time
+	// Intervals of the background services (zero: their defaults).
+	SweepInterval     time.Duration
+	InvariantInterval time.Duration
+	WarmInterval      time.Duration
+	WarmLead          time.Duration
+	OrphanGrace       time.Duration
+	// GateTimeout bounds one gate call on the purchase path (default 500ms).
+	GateTimeout time.Duration
+	Logger      *slog.Logger
+	// WrapGate, when set, wraps the gate every part uses: fault drills
+	// put a faulty gate in front of the real one.
+	WrapGate func(flashsale.GateAdmin) flashsale.GateAdmin
+}
+
+// Engine is an assembled server. Its Handler serves the API; Start runs the
+// background services; Close releases everything.
+type Engine struct {
+	Config   Config
+	Handler  http.Handler
+	Store    flashsale.Store
+	Gate     flashsale.GateAdmin
+	Queue    waitroom.Queue
+	Tokens   *token.Keyring
+	Shoppers *identity.Verifier
+	Catalog  *catalog.Catalog
+	Control  *control.Service
+	Purchase *purchase.Service
+	Room     *waitroom.Room
+	Sweeper  *sweeper.Sweeper
+	Watcher  *invariant.Watcher
+	Warmer   *control.Warmer
+	Metrics  *metrics.Metrics
+
+	// DevelopmentKey reports that shopper JWTs are verified with the
+	// well-known development key.
+	DevelopmentKey bool
+
+	closers []func() error
+}
+
+// Open assembles an engine. On error, whatever was opened is closed.
+func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Source == "" {
+		host, _ := os.Hostname()
+		cfg.Source = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if cfg.AdmissionTTL <= 0 {
+		cfg.AdmissionTTL = 120 * time.Second
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "./data"
+	}
+	e = &Engine{Config: cfg, Metrics: metrics.New()}
+	defer func() {
+		if err != nil {
+			e.Close()
+		}
+	}()
+	if err := e.openStore(ctx); err != nil {
+		return nil, err
+	}
+	if err := e.openGate(ctx); err != nil {
+		return nil, err
+	}
+	if cfg.WrapGate != nil {
+		e.Gate = cfg.WrapGate(e.Gate)
+	}
+	if e.Tokens, err = loadTokenKeys(cfg.TokenKeys, cfg.DataDir); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(cfg.UserJWTPublicKey) > 0:
+		e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey)
+	case cfg.UserJWTSecret != "":
+		e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret))
+	default:
+		e.DevelopmentKey = true
+		e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shopper JWT key: %w", err)
+	}
+
+	logger := cfg.Logger
+	e.Catalog = catalog.New(e.Store, catalog.Config{Now: cfg.Now, Logger: logger})
+	e.Control = control.New(control.Config{Store: e.Store, Gate: e.Gate, Catalog: e.Catalog, Now: cfg.Now,
+		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
+	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
+	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
+		FailClosed: e.Control.FailClosed, Now: cfg.Now, GateTimeout: cfg.GateTimeout, Logger: logger, Metrics: e.Metrics})
+	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Catalog: e.Catalog,
+		Live: waitroom.OriginLive{Gate: e.Gate, Store: e.Store, Queue: e.Queue}, Now: cfg.Now, AdmissionTTL: cfg.AdmissionTTL})
+	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Store, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
+		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
+	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Store, Sales: e.Catalog,
+		Pause: e.Control.FailClosed, Now: cfg.Now, Interval: cfg.InvariantInterval, Logger: logger, Metrics: e.Metrics})
+	e.Handler = httpapi.New(httpapi.Config{Catalog: e.Catalog, Room: e.Room, Purchase: e.Purchase, Control: e.Control,
+		Watcher: e.Watcher, Warmer: e.Warmer, Store: e.Store, Gate: e.Gate, Shoppers: e.Shoppers, Queue: e.Queue,
+		AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
+	return e, nil
+}
+
+func (e *Engine) openStore(ctx context.Context) error {
+	cfg := e.Config
+	if cfg.DatabaseURL != "" {
+		if !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://") {
+			return errors.New("--database-url must be a postgres:// URL")
+		}
+		opts := []postgres.Option{postgres.WithClock(cfg.Now)}
+		if cfg.DatabaseMaxConns > 0 {
+			opts = append(opts, postgres.WithMaxConns(cfg.DatabaseMaxConns))
+		}
+		st, err := postgres.Open(ctx, cfg.DatabaseURL, opts...)
+		if err != nil {
+			return fmt.Errorf("open PostgreSQL: %w", err)
+		}
+		e.Store = st
+		e.closers = append(e.closers, st.Close)
+		return nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "flashsale.db"), sqlite.WithClock(cfg.Now))
+	if err != nil {
+		return fmt.Errorf("open SQLite: %w", err)
+	}
+	e.Store = st
+	e.closers = append(e.closers, st.Close)
+	return nil
+}
+
+func (e *Engine) openGate(ctx context.Context) error {
+	cfg := e.Config
+	if cfg.RedisURL == "" {
+		e.Gate = memory.New(memory.Config{Now: cfg.Now})
+		e.Queue = memory.NewQueue()
+		return nil
+	}
+	client, err := OpenRedis(ctx, cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	e.closers = append(e.closers, func() error { client.Close(); return nil })
+	e.Gate = fsredis.New(fsredis.Config{Client: client, Prefix: cfg.RedisPrefix, Now: cfg.Now})
+	e.Queue = fsredis.NewQueue(client, cfg.RedisPrefix)
+	return nil
+}
+
+// OpenRedis connects to a Redis or a Redis Cluster (redis://host:port/db, or
+// redis://host:port?addr=host:port&addr=host:port) with timeouts short
+// enough that the sale fails closed within a second when Redis is gone.
+func OpenRedis(ctx context.Context, url string) (rueidis.Client, error) {
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	opt.DisableCache = true
+	opt.Dialer.Timeout = 500 * time.Millisecond
+	opt.ConnWriteTimeout = 500 * time.Millisecond
+	client, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("connect to Redis: %w", err)
+	}
+	return client, nil
+}
+
+// Start runs the background services until Stop or ctx ends.
+func (e *Engine) Start(ctx context.Context) {
+	e.Warmer.Start(ctx)
+	e.Sweeper.Start(ctx)
+	e.Watcher.Start(ctx)
+}
+
+// Stop stops the background services and waits for their rounds.
+func (e *Engine) Stop() {
+	e.Watcher.Stop()
+	e.Sweeper.Stop()
+	e.Warmer.Stop()
+}
+
+// Close releases the gate's and the record's connections, newest first.
+func (e *Engine) Close() error {
+	var errs []error
+	for i := len(e.closers) - 1; i >= 0; i-- {
+		errs = append(errs, e.closers[i]())
+	}
+	e.closers = nil
+	return errors.Join(errs...)
+}
+
+// loadTokenKeys returns the waiting room's keyring: from spec when given,
+// else from DataDir/token-keys, generated on first start so that tickets
+// survive a restart.
+func loadTokenKeys(spec, dataDir string) (*token.Keyring, error) {
+	if spec == "" {
+		path := filepath.Join(dataDir, "token-keys")
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			spec = strings.TrimSpace(string(b))
+		case errors.Is(err, os.ErrNotExist):
+			k, err := token.GenerateKey(newKeyID())
+			if err != nil {
+				return nil, err
+			}
+			spec = token.FormatKeys([]token.Key{k})
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return nil, err
+			}
+			if err := os.WriteFile(path, []byte(spec+"\n"), 0o600); err != nil {
+				return nil, fmt.Errorf("keep the token key: %w", err)
+			}
+		default:
+			return nil, err
+		}
+	}
+	keys, err := token.ParseKeys(spec)
+	if err != nil {
+		return nil, fmt.Errorf("token keys: %w", err)
+	}
+	return token.NewKeyring(keys...)
+}
+
+func newKeyID() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("k%x", b)
+}

@@ -1,0 +1,422 @@
+package httpapi
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/control"
+	"github.com/flashsale/flashsale/waitroom"
+)
+
+type createSaleBody struct {
+	SKU                  string             `json:"sku"`
+	Name                 string             `json:"name"`
+	InitialStock         *int               `json:"initialStock"`
+	OpensAt              *time.Time         `json:"opensAt"`
+	ClosesAt             *time.Time         `json:"closesAt"`
+	HoldSeconds          *int               `json:"holdSeconds"`
+	PerUserLimit         *int               `json:"perUserLimit"`
+	Fairness             flashsale.Fairness `json:"fairness"`
+	RegistrationClosesAt *time.Time         `json:"registrationClosesAt"`
+	AdmissionPerSecond   int                `json:"admissionPerSecond"`
+	MinAccountAgeSeconds int                `json:"minAccountAgeSeconds"`
+	ChallengeBits        int                `json:"challengeBits"`
+	Shards               *int               `json:"shards"`
+}
+
+func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
+	var b createSaleBody
+	if err := decode(w, r, &b, false); err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	if b.InitialStock == nil {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "initialStock is required."))
+		return
+	}
+	if b.OpensAt == nil {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "opensAt is required (RFC 3339)."))
+		return
+	}
+	in := &flashsale.Sale{
+		SKU:                  b.SKU,
+		Name:                 b.Name,
+		InitialStock:         *b.InitialStock,
+		OpensAt:              *b.OpensAt,
+		Fairness:             b.Fairness,
+		AdmissionPerSecond:   b.AdmissionPerSecond,
+		MinAccountAgeSeconds: b.MinAccountAgeSeconds,
+		ChallengeBits:        b.ChallengeBits,
+	}
+	if b.ClosesAt != nil {
+		in.ClosesAt = b.ClosesAt.UTC()
+	}
+	if b.RegistrationClosesAt != nil {
+		in.RegistrationClosesAt = b.RegistrationClosesAt.UTC()
+	}
+	// Zero means "the default" in ApplyDefaults, so an explicit zero must
+	// be refused here rather than silently replaced.
+	for _, f := range []struct {
+		name string
+		v    *int
+		dst  *int
+	}{{"holdSeconds", b.HoldSeconds, &in.HoldSeconds}, {"perUserLimit", b.PerUserLimit, &in.PerUserLimit}, {"shards", b.Shards, &in.Shards}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < 1 {
+			writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "%s must be at least 1.", f.name))
+			return
+		}
+		*f.dst = *f.v
+	}
+	sale, err := s.cfg.Control.Create(r.Context(), in)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s.view(r.Context(), sale))
+}
+
+type invariantJSON struct {
+	OK         bool       `json:"ok"`
+	CheckedAt  *time.Time `json:"checkedAt"`
+	Difference int64      `json:"difference"`
+	Reason     string     `json:"reason,omitempty"`
+}
+
+type adminSaleJSON struct {
+	SaleID               string              `json:"saleId"`
+	SKU                  string              `json:"sku"`
+	Name                 string              `json:"name"`
+	State                flashsale.SaleState `json:"state"`
+	PauseReason          string              `json:"pauseReason,omitempty"`
+	PausedAt             *time.Time          `json:"pausedAt,omitempty"`
+	InitialStock         int                 `json:"initialStock"`
+	OpensAt              time.Time           `json:"opensAt"`
+	ClosesAt             *time.Time          `json:"closesAt"`
+	HoldSeconds          int                 `json:"holdSeconds"`
+	PerUserLimit         int                 `json:"perUserLimit"`
+	Fairness             flashsale.Fairness  `json:"fairness"`
+	RegistrationClosesAt *time.Time          `json:"registrationClosesAt,omitempty"`
+	AdmissionPerSecond   int                 `json:"admissionPerSecond"`
+	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
+	ChallengeBits        int                 `json:"challengeBits"`
+	Shards               int                 `json:"shards"`
+	SeedCommitment       string              `json:"seedCommitment,omitempty"`
+	Epoch                int64               `json:"epoch"`
+	Version              int64               `json:"version"`
+	CreatedAt            time.Time           `json:"createdAt"`
+	UpdatedAt            time.Time           `json:"updatedAt"`
+
+	// Live figures.
+	Counter      *int64           `json:"counter"`
+	Pending      int64            `json:"pending"`
+	Confirmed    int64            `json:"confirmed"`
+	Expired      int64            `json:"expired"`
+	Cancelled    int64            `json:"cancelled"`
+	Voided       int64            `json:"voided"`
+	AdmittedUpTo int64            `json:"admittedUpTo"`
+	Waiting      int64            `json:"waiting"`
+	Rejections   map[string]int64 `json:"rejections"`
+	Invariant    invariantJSON    `json:"invariant"`
+	// Gate says whether the gate holds the sale's counter ("loaded"),
+	// does not ("not_loaded") or did not answer ("unreachable").
+	Gate string `json:"gate"`
+	Warm bool   `json:"warm"`
+	// Errors lists live figures that could not be read.
+	Errors []string `json:"errors,omitempty"`
+}
+
+// view is the sale with its live figures. A figure that cannot be read is
+// left out and named in Errors rather than failing the whole view: the
+// operator needs it most when something is broken.
+func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
+	now := s.cfg.Now()
+	v := adminSaleJSON{
+		SaleID: sale.ID, SKU: sale.SKU, Name: sale.Name, State: sale.StateAt(now), PauseReason: sale.PauseReason,
+		PausedAt: timePtr(sale.PausedAt), InitialStock: sale.InitialStock, OpensAt: sale.OpensAt.UTC(),
+		ClosesAt: timePtr(sale.ClosesAt), HoldSeconds: sale.HoldSeconds, PerUserLimit: sale.PerUserLimit,
+		Fairness: sale.Fairness, RegistrationClosesAt: timePtr(sale.RegistrationClosesAt),
+		AdmissionPerSecond: sale.AdmissionPerSecond, MinAccountAgeSeconds: sale.MinAccountAgeSeconds,
+		ChallengeBits: sale.ChallengeBits, Shards: sale.Shards, SeedCommitment: sale.SeedCommitment,
+		Epoch: sale.Epoch, Version: sale.Version, CreatedAt: sale.CreatedAt.UTC(), UpdatedAt: sale.UpdatedAt.UTC(),
+		Rejections: s.rejections.of(sale.SKU),
+		Invariant:  invariantJSON{OK: true},
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	snap, err := s.cfg.Gate.Snapshot(ctx, sale.ID)
+	switch {
+	case err != nil:
+		v.Gate = "unreachable"
+		v.Errors = append(v.Errors, "gate: unreachable")
+	case !snap.Loaded:
+		v.Gate = "not_loaded"
+	default:
+		v.Gate = "loaded"
+		c := snap.Counter
+		v.Counter = &c
+		if v.State == flashsale.SaleOpen && c <= 0 {
+			v.State = flashsale.SaleSoldOut
+		}
+	}
+	totals, err := s.cfg.Store.SaleTotals(ctx, sale.ID)
+	if err != nil {
+		v.Errors = append(v.Errors, "record: unreachable")
+	}
+	v.Pending, v.Confirmed, v.Expired, v.Cancelled, v.Voided = totals.Pending, totals.Confirmed, totals.Expired, totals.Cancelled, totals.Voided
+	issued := int64(0)
+	if s.cfg.Queue != nil {
+		if n, err := s.cfg.Queue.Len(ctx, sale.ID); err == nil {
+			issued = n
+		}
+	}
+	upTo := waitroom.AdmittedUpTo(sale, now)
+	if upTo > issued {
+		upTo = issued
+	}
+	if upTo == math.MaxInt64 {
+		upTo = issued
+	}
+	v.AdmittedUpTo, v.Waiting = upTo, issued-upTo
+	if s.cfg.Watcher != nil {
+		if res, ok := s.cfg.Watcher.Last(sale.ID); ok {
+			at := res.CheckedAt.UTC()
+			v.Invariant = invariantJSON{OK: res.OK, CheckedAt: &at, Difference: res.Difference, Reason: res.Reason}
+		}
+	}
+	if s.cfg.Warmer != nil {
+		v.Warm = s.cfg.Warmer.Warm(sale.ID)
+	}
+	return v
+}
+
+func (s *Server) listSales(w http.ResponseWriter, r *http.Request) {
+	sales, err := s.cfg.Store.Sales(r.Context())
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	out := make([]adminSaleJSON, 0, len(sales))
+	for _, sale := range sales {
+		out = append(out, s.view(r.Context(), sale))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sales": out})
+}
+
+func (s *Server) showSale(w http.ResponseWriter, r *http.Request) {
+	sale, err := s.cfg.Store.SaleBySKU(r.Context(), r.PathValue("sku"))
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(r.Context(), sale))
+}
+
+// ifMatch reads the required If-Match version: the number, quoted or not.
+func ifMatch(r *http.Request) (int64, error) {
+	h := strings.TrimSpace(r.Header.Get("If-Match"))
+	if h == "" {
+		return 0, flashsale.Errorf(flashsale.CodePreconditionRequired,
+			"Send If-Match with the version you read, so a change made meanwhile is not overwritten.")
+	}
+	h = strings.TrimPrefix(h, "W/")
+	h = strings.Trim(h, `"`)
+	v, err := strconv.ParseInt(h, 10, 64)
+	if err != nil || v < 1 {
+		return 0, flashsale.Errorf(flashsale.CodeBadRequest, "If-Match must be a version number.")
+	}
+	return v, nil
+}
+
+type patchSaleBody struct {
+	Name                 *string    `json:"name"`
+	ClosesAt             *time.Time `json:"closesAt"`
+	AdmissionPerSecond   *int       `json:"admissionPerSecond"`
+	HoldSeconds          *int       `json:"holdSeconds"`
+	PerUserLimit         *int       `json:"perUserLimit"`
+	MinAccountAgeSeconds *int       `json:"minAccountAgeSeconds"`
+	ChallengeBits        *int       `json:"challengeBits"`
+	InitialStock         *int       `json:"initialStock"`
+}
+
+func (s *Server) patchSale(w http.ResponseWriter, r *http.Request) {
+	version, err := ifMatch(r)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	var b patchSaleBody
+	if err := decode(w, r, &b, false); err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	sale, err := s.cfg.Control.Update(r.Context(), r.PathValue("sku"), version, control.Patch{
+		Name: b.Name, ClosesAt: b.ClosesAt, AdmissionPerSecond: b.AdmissionPerSecond, HoldSeconds: b.HoldSeconds,
+		PerUserLimit: b.PerUserLimit, MinAccountAgeSeconds: b.MinAccountAgeSeconds, ChallengeBits: b.ChallengeBits,
+		InitialStock: b.InitialStock,
+	})
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(sale.Version, 10)))
+	writeJSON(w, http.StatusOK, s.view(r.Context(), sale))
+}
+
+type pauseBody struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) pauseSale(w http.ResponseWriter, r *http.Request) {
+	var b pauseBody
+	if err := decode(w, r, &b, true); err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	reason := strings.TrimSpace(b.Reason)
+	if reason == "" {
+		reason = "paused by an operator"
+	}
+	if len(reason) > 512 {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "reason must be at most 512 characters."))
+		return
+	}
+	sale, err := s.cfg.Control.Pause(r.Context(), r.PathValue("sku"), reason)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.view(r.Context(), sale))
+}
+
+func (s *Server) resumeSale(w http.ResponseWriter, r *http.Request) {
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	sale, err := s.cfg.Control.Resume(r.Context(), r.PathValue("sku"))
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	s.cfg.Room.Invalidate(sale.ID)
+	writeJSON(w, http.StatusOK, s.view(r.Context(), sale))
+}
+
+func (s *Server) rebuildSale(w http.ResponseWriter, r *http.Request) {
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	sale, err := s.cfg.Control.Rebuild(r.Context(), r.PathValue("sku"))
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	s.cfg.Room.Invalidate(sale.ID)
+	writeJSON(w, http.StatusOK, s.view(r.Context(), sale))
+}
+
+type auditJSON struct {
+	Seq           int64     `json:"seq"`
+	At            time.Time `json:"at"`
+	Op            string    `json:"op"`
+	Source        string    `json:"source"`
+	Delta         int64     `json:"delta"`
+	Counter       int64     `json:"counter"`
+	ReservationID string    `json:"reservationId,omitempty"`
+}
+
+// auditSale lists the newest entries of the sale's counter audit log
+// (?limit=, default 100, at most 10000).
+func (s *Server) auditSale(w http.ResponseWriter, r *http.Request) {
+	sale, err := s.cfg.Store.SaleBySKU(r.Context(), r.PathValue("sku"))
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	limit := 100
+	if q := r.URL.Query().Get("limit"); q != "" {
+		n, err := strconv.Atoi(q)
+		if err != nil || n < 1 || n > 10000 {
+			writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "limit must be from 1 to 10000."))
+			return
+		}
+		limit = n
+	}
+	entries, err := s.cfg.Gate.Audit(r.Context(), sale.ID, limit)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, &flashsale.Error{Code: flashsale.CodeUnavailable, Message: "The stock gate did not answer.", Err: err})
+		return
+	}
+	out := make([]auditJSON, len(entries))
+	for i, e := range entries {
+		out[i] = auditJSON{Seq: e.Seq, At: e.At.UTC(), Op: e.Op, Source: e.Source, Delta: e.Delta, Counter: e.Counter, ReservationID: e.ReservationID}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sku": sale.SKU, "entries": out})
+}
+
+type orderJSON struct {
+	OrderID       string               `json:"orderId"`
+	ReservationID string               `json:"reservationId"`
+	SKU           string               `json:"sku"`
+	UserID        string               `json:"userId"`
+	Quantity      int                  `json:"quantity"`
+	State         flashsale.OrderState `json:"state"`
+	Version       int64                `json:"version"`
+	CreatedAt     time.Time            `json:"createdAt"`
+}
+
+func orderOut(o *flashsale.Order) orderJSON {
+	return orderJSON{OrderID: o.ID, ReservationID: o.ReservationID, SKU: o.SKU, UserID: o.UserID,
+		Quantity: o.Quantity, State: o.State, Version: o.Version, CreatedAt: o.CreatedAt.UTC()}
+}
+
+func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
+	sku := r.URL.Query().Get("sku")
+	if sku == "" {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "The sku query parameter is required."))
+		return
+	}
+	sale, err := s.cfg.Store.SaleBySKU(r.Context(), sku)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	orders, err := s.cfg.Store.Orders(r.Context(), sale.ID)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	out := make([]orderJSON, len(orders))
+	for i, o := range orders {
+		out[i] = orderOut(o)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"orders": out})
+}
+
+func (s *Server) shipOrder(w http.ResponseWriter, r *http.Request) {
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	version, err := ifMatch(r)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	o, err := s.cfg.Store.ShipOrder(r.Context(), r.PathValue("id"), version, s.cfg.Now())
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(o.Version, 10)))
+	writeJSON(w, http.StatusOK, orderOut(o))
+}

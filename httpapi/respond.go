@@ -1,0 +1,168 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// MaxBody is the largest request body accepted (contract: 413 too_large).
+const MaxBody = 16 << 10
+
+// statusOf maps every error code to its HTTP status: the one table.
+var statusOf = map[flashsale.Code]int{
+	flashsale.CodeBadRequest:           http.StatusBadRequest,
+	flashsale.CodeTooLarge:             http.StatusRequestEntityTooLarge,
+	flashsale.CodeUnauthenticated:      http.StatusUnauthorized,
+	flashsale.CodeInvalidToken:         http.StatusUnauthorized,
+	flashsale.CodeAdmissionRequired:    http.StatusForbidden,
+	flashsale.CodeAdmissionInvalid:     http.StatusForbidden,
+	flashsale.CodeAdmissionExpired:     http.StatusForbidden,
+	flashsale.CodeAdmissionUsed:        http.StatusForbidden,
+	flashsale.CodeNotEligible:          http.StatusForbidden,
+	flashsale.CodeChallengeFailed:      http.StatusForbidden,
+	flashsale.CodeForbidden:            http.StatusForbidden,
+	flashsale.CodeRateLimited:          http.StatusTooManyRequests,
+	flashsale.CodeSalePaused:           http.StatusServiceUnavailable,
+	flashsale.CodeUnavailable:          http.StatusServiceUnavailable,
+	flashsale.CodeSoldOut:              http.StatusConflict,
+	flashsale.CodeLimitReached:         http.StatusConflict,
+	flashsale.CodeReservationExpired:   http.StatusConflict,
+	flashsale.CodeReservationCancelled: http.StatusConflict,
+	flashsale.CodeReservationConfirmed: http.StatusConflict,
+	flashsale.CodeNotPaused:            http.StatusConflict,
+	flashsale.CodeRegistrationClosed:   http.StatusConflict,
+	flashsale.CodeClosed:               http.StatusConflict,
+	flashsale.CodeNotSelected:          http.StatusConflict,
+	flashsale.CodeSaleExists:           http.StatusConflict,
+	flashsale.CodeNotOpen:              http.StatusConflict,
+	flashsale.CodeInvalidState:         http.StatusConflict,
+	"rebuild_required":                 http.StatusConflict,
+	flashsale.CodeIdempotencyKeyReused: http.StatusUnprocessableEntity,
+	flashsale.CodeNotFound:             http.StatusNotFound,
+	flashsale.CodeVersionConflict:      http.StatusPreconditionFailed,
+	flashsale.CodePreconditionRequired: http.StatusPreconditionRequired,
+	flashsale.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	flashsale.CodeInternal:             http.StatusInternalServerError,
+}
+
+// StatusOf returns the HTTP status of an error code.
+func StatusOf(code flashsale.Code) int {
+	if s, ok := statusOf[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+type errorBody struct {
+	Error struct {
+		Code    flashsale.Code `json:"code"`
+		Message string         `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers err with its code, a safe message and, where the
+// client is asked to come back, Retry-After. Internal errors are logged
+// with their cause; the client sees only a generic message.
+func writeError(w http.ResponseWriter, logger *slog.Logger, r *http.Request, err error) {
+	code := flashsale.ErrorCode(err)
+	status := StatusOf(code)
+	var fe *flashsale.Error
+	if errors.As(err, &fe) && fe.RetryAfter > 0 {
+		setRetryAfter(w, fe.RetryAfter)
+	} else if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
+		setRetryAfter(w, time.Second)
+	}
+	if status >= 500 {
+		logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
+	}
+	var body errorBody
+	body.Error.Code = code
+	body.Error.Message = flashsale.ErrorMessage(err)
+	writeJSON(w, status, body)
+}
+
+func setRetryAfter(w http.ResponseWriter, d time.Duration) {
+	secs := int64(math.Ceil(d.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		http.Error(w, `{"error":{"code":"internal","message":"An internal error occurred; it has been logged."}}`, http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// decode reads a JSON body of at most MaxBody bytes into v, refusing
+// unknown fields and trailing data. An empty body leaves v as it is when
+// optional, else it is a bad request.
+func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return flashsale.Errorf(flashsale.CodeTooLarge, "The request body is larger than %d bytes.", MaxBody)
+		}
+		return flashsale.Errorf(flashsale.CodeBadRequest, "The request body could not be read.")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return nil
+		}
+		return flashsale.Errorf(flashsale.CodeBadRequest, "A JSON body is required.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return flashsale.Errorf(flashsale.CodeBadRequest, "The JSON body is malformed: %s.", describe(err))
+	}
+	if dec.More() {
+		return flashsale.Errorf(flashsale.CodeBadRequest, "The JSON body has data after its end.")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return flashsale.Errorf(flashsale.CodeBadRequest, "The JSON body has data after its end.")
+	}
+	return nil
+}
+
+// describe says what was wrong with a JSON body without echoing it.
+func describe(err error) string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return "invalid JSON at byte " + strconv.FormatInt(syn.Offset, 10)
+	case errors.As(err, &typ):
+		if typ.Field != "" {
+			return "field " + strconv.Quote(typ.Field) + " must be " + typ.Type.String()
+		}
+		return "wrong type, expected " + typ.Type.String()
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "it ends too early"
+	}
+	msg := err.Error()
+	const unknown = "json: unknown field "
+	if len(msg) > len(unknown) && msg[:len(unknown)] == unknown {
+		return "unknown field " + msg[len(unknown):]
+	}
+	return "it is not the expected object"
+}

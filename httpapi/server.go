@@ -1,0 +1,295 @@
+// Package httpapi is the HTTP face of the engine, exactly as the public
+// contract (shared/contract.md) describes it: the shopper routes of the
+// funnel, the operator routes under /admin/, and the plumbing (/healthz,
+// /readyz, /metrics). It maps every error code to its status in one table
+// and never lets an internal detail reach a response.
+package httpapi
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/catalog"
+	"github.com/flashsale/flashsale/control"
+	"github.com/flashsale/flashsale/identity"
+	"github.com/flashsale/flashsale/invariant"
+	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/purchase"
+	"github.com/flashsale/flashsale/waitroom"
+)
+
+// Config wires the server to the services. All but AdminToken, Warmer,
+// Logger and Metrics are required.
+type Config struct {
+	Catalog    *catalog.Catalog
+	Room       *waitroom.Room
+	Purchase   *purchase.Service
+	Control    *control.Service
+	Watcher    *invariant.Watcher
+	Warmer     *control.Warmer
+	Store      flashsale.Store
+	Gate       flashsale.GateAdmin
+	Shoppers   *identity.Verifier
+	Queue      waitroom.Queue
+	AdminToken string
+	Now        func() time.Time
+	Logger     *slog.Logger
+	Metrics    *metrics.Metrics
+}
+
+// Server serves the API. Safe for concurrent use.
+type Server struct {
+	cfg        Config
+	mux        *http.ServeMux
+	rejections rejections
+}
+
+// New returns a Server.
+func New(cfg Config) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	// Shopper routes, cheapest first.
+	m.HandleFunc("GET /sale/{sku}", s.getSale)
+	m.HandleFunc("GET /sale/{sku}/ticket", s.getTicket)
+	m.HandleFunc("GET /sale/{sku}/status", s.getStatus)
+	m.HandleFunc("POST /sale/{sku}/reserve", s.postReserve)
+	m.HandleFunc("GET /reservations/{id}", s.getReservation)
+	m.HandleFunc("POST /reservations/{id}/confirm", s.postConfirm)
+	m.HandleFunc("DELETE /reservations/{id}", s.deleteReservation)
+
+	// Operator routes.
+	m.HandleFunc("POST /admin/sales", s.admin(s.createSale))
+	m.HandleFunc("GET /admin/sales", s.admin(s.listSales))
+	m.HandleFunc("GET /admin/sales/{sku}", s.admin(s.showSale))
+	m.HandleFunc("PATCH /admin/sales/{sku}", s.admin(s.patchSale))
+	m.HandleFunc("POST /admin/sales/{sku}/pause", s.admin(s.pauseSale))
+	m.HandleFunc("POST /admin/sales/{sku}/resume", s.admin(s.resumeSale))
+	m.HandleFunc("POST /admin/sales/{sku}/rebuild", s.admin(s.rebuildSale))
+	m.HandleFunc("GET /admin/sales/{sku}/audit", s.admin(s.auditSale))
+	m.HandleFunc("GET /admin/orders", s.admin(s.listOrders))
+	m.HandleFunc("POST /admin/orders/{id}/ship", s.admin(s.shipOrder))
+	m.HandleFunc("/admin/", s.admin(s.notFound))
+
+	// Plumbing.
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	m.HandleFunc("GET /readyz", s.readyz)
+	if s.cfg.Metrics != nil {
+		m.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	}
+	m.HandleFunc("/", s.notFound)
+}
+
+// ServeHTTP implements http.Handler: the mux, with panics recovered into
+// 500s, method errors as JSON, and a metric per request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
+				"panic", p, "stack", string(debug.Stack()))
+			if !rec.wrote {
+				writeError(rec, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeInternal, "internal error"))
+			}
+		}
+		route := r.Pattern
+		if route == "" {
+			route = "unmatched"
+		}
+		s.cfg.Metrics.Request(route, rec.status, time.Since(start))
+	}()
+	if _, pattern := s.mux.Handler(r); pattern == "" || pattern == "/" || pattern == "/admin/" {
+		// Distinguish a wrong method on a known path (405) from an unknown
+		// path (404), answering both in the contract's error shape.
+		if allowed := s.allowed(r); allowed != "" {
+			rec.Header().Set("Allow", allowed)
+			writeError(rec, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeMethodNotAllowed, "This route does not take %s.", r.Method))
+			return
+		}
+	}
+	s.mux.ServeHTTP(rec, r)
+}
+
+// allowed returns the methods the mux serves for r's path, or "".
+func (s *Server) allowed(r *http.Request) string {
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(context.Background())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" && pattern != "/admin/" {
+			methods = append(methods, m)
+		}
+	}
+	return strings.Join(methods, ", ")
+}
+
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such route."))
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if !r.wrote {
+		r.status, r.wrote = http.StatusOK, true
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// admin guards an operator route: with an admin token configured, the
+// request must carry it; without one, only loopback clients are served.
+func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
+	want := []byte(s.cfg.AdminToken)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if len(want) == 0 {
+			if !loopback(r.RemoteAddr) {
+				writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeForbidden,
+					"No admin token is configured, so operator routes answer only on loopback."))
+				return
+			}
+			h(w, r)
+			return
+		}
+		got, ok := bearer(r)
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeUnauthenticated,
+				"Operator routes need Authorization: Bearer <admin token>."))
+			return
+		}
+		h(w, r)
+	}
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const prefix = "bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	return strings.TrimSpace(h[len(prefix):]), true
+}
+
+func loopback(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	status := map[string]string{"record": "ok", "gate": "ok"}
+	code := http.StatusOK
+	if err := s.cfg.Store.Ping(ctx); err != nil {
+		status["record"], code = "unavailable", http.StatusServiceUnavailable
+		s.cfg.Logger.Warn("readyz: record", "err", err)
+	}
+	if err := s.cfg.Gate.Ping(ctx); err != nil {
+		status["gate"], code = "unavailable", http.StatusServiceUnavailable
+		s.cfg.Logger.Warn("readyz: gate", "err", err)
+	}
+	if code != http.StatusOK {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, code, status)
+}
+
+// rejections counts, per sale, the requests told no by code, for the
+// operator's view.
+type rejections struct {
+	m sync.Map // sku -> *sync.Map(code -> *atomic.Int64)
+}
+
+func (rj *rejections) add(sku string, code flashsale.Code) {
+	v, ok := rj.m.Load(sku)
+	if !ok {
+		v, _ = rj.m.LoadOrStore(sku, &sync.Map{})
+	}
+	codes := v.(*sync.Map)
+	c, ok := codes.Load(code)
+	if !ok {
+		c, _ = codes.LoadOrStore(code, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(1)
+}
+
+func (rj *rejections) of(sku string) map[string]int64 {
+	out := map[string]int64{}
+	v, ok := rj.m.Load(sku)
+	if !ok {
+		return out
+	}
+	v.(*sync.Map).Range(func(k, c any) bool {
+		out[string(k.(flashsale.Code))] = c.(*atomic.Int64).Load()
+		return true
+	})
+	return out
+}
+
+// layerOf names the funnel layer that rejects with a code, for metrics.
+func layerOf(code flashsale.Code) string {
+	switch code {
+	case flashsale.CodeInvalidToken, flashsale.CodeClosed:
+		return metrics.LayerQueue
+	case flashsale.CodeAdmissionRequired, flashsale.CodeAdmissionInvalid, flashsale.CodeAdmissionExpired,
+		flashsale.CodeChallengeFailed:
+		return metrics.LayerAdmission
+	case flashsale.CodeNotEligible, flashsale.CodeRateLimited, flashsale.CodeUnauthenticated, flashsale.CodeBadRequest,
+		flashsale.CodeTooLarge, flashsale.CodeIdempotencyKeyReused:
+		return metrics.LayerEligibility
+	case flashsale.CodeSoldOut, flashsale.CodeLimitReached, flashsale.CodeAdmissionUsed, flashsale.CodeSalePaused:
+		return metrics.LayerGate
+	}
+	return metrics.LayerRecord
+}
+
+// reject answers a funnel rejection and counts it against the sale.
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, sku string, err error) {
+	code := flashsale.ErrorCode(err)
+	if sku != "" {
+		s.rejections.add(sku, code)
+	}
+	s.cfg.Metrics.Rejection(layerOf(code), string(code))
+	writeError(w, s.cfg.Logger, r, err)
+}

@@ -30,6 +30,7 @@ type Service struct {
 	metrics *metrics.Metrics
 
 	pausing singleflight.Group
+	probing singleflight.Group
 }
 
 // Config configures a Service. Store, Gate and Catalog are required.
@@ -192,6 +193,40 @@ func (s *Service) FailClosed(ctx context.Context, saleID, reason string) {
 		return nil, nil
 	})
 }
+
+// GateFailed is told that a gate call for the sale failed. One slow call
+// does not make an outage: the gate is probed, and only if the probe fails
+// too is the sale paused (fail closed). Concurrent calls for one sale share
+// one probe. It waits for the verdict at most ProbeWait, so the request
+// that saw the failure is answered within a second either way; the probe
+// and the pause finish in the background.
+func (s *Service) GateFailed(ctx context.Context, saleID string, cause error) {
+	ch := s.probing.DoChan(saleID, func() (any, error) {
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ProbeTimeout)
+		err := s.gate.Ping(pctx)
+		cancel()
+		if err == nil {
+			s.logger.Warn("control: a gate call failed but the gate answers a probe; the sale stays open",
+				"sale", saleID, "cause", cause)
+			return nil, nil
+		}
+		s.FailClosed(ctx, saleID, "the stock gate is unreachable")
+		return nil, err
+	})
+	t := time.NewTimer(ProbeWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	}
+}
+
+// ProbeTimeout bounds the probe of a gate that failed a call; ProbeWait
+// is how long the failing request waits for the probe's verdict.
+const (
+	ProbeTimeout = time.Second
+	ProbeWait    = 300 * time.Millisecond
+)
 
 func (s *Service) pause(ctx context.Context, sale *flashsale.Sale, reason string) (*flashsale.Sale, error) {
 	if sale.State == flashsale.SalePaused {

@@ -163,7 +163,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
-		FailClosed: e.Control.FailClosed, Now: cfg.Now, GateTimeout: cfg.GateTimeout, Logger: logger, Metrics: e.Metrics})
+		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Now: cfg.Now, GateTimeout: cfg.GateTimeout, Logger: logger, Metrics: e.Metrics})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Catalog: e.Catalog,
 		Live: waitroom.OriginLive{Gate: e.Gate, Store: e.Store, Queue: e.Queue}, Now: cfg.Now, AdmissionTTL: cfg.AdmissionTTL})
 	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Store, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,

@@ -20,6 +20,9 @@ import (
 type faultyGate struct {
 	flashsale.GateAdmin
 	down atomic.Bool
+	// slow fails only reserves, as a gate too busy to answer in time
+	// while it still answers a probe.
+	slow atomic.Bool
 }
 
 var errDown = errors.New("dial tcp: connection refused (fault drill)")
@@ -34,6 +37,9 @@ func (f *faultyGate) err() error {
 func (f *faultyGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
 	if err := f.err(); err != nil {
 		return flashsale.GateOutcome{}, err
+	}
+	if f.slow.Load() {
+		return flashsale.GateOutcome{}, context.DeadlineExceeded
 	}
 	return f.GateAdmin.Reserve(ctx, r)
 }
@@ -82,7 +88,7 @@ type outage struct {
 
 func newOutage(t *testing.T, b backend) (*outage, func(*engine.Config)) {
 	if b.redis {
-		proxy := testenv.NewProxy(t, strings.TrimPrefix(strings.Split(testenv.RedisURL(), "/")[2], ""))
+		proxy := testenv.NewProxy(t, strings.Split(testenv.RedisURL(), "/")[2])
 		o := &outage{cut: proxy.Cut, restore: func(t *testing.T, h *harness) {
 			testenv.DeleteKeys(h.redis, h.prefix) // nothing kept on disk
 			proxy.Restore()
@@ -108,7 +114,7 @@ func newOutage(t *testing.T, b backend) (*outage, func(*engine.Config)) {
 func TestGateOutageFailsClosed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		o, tweak := newOutage(t, b)
-		h := newHarness(t, b, tweak)
+		h := newHarness(t, b, tweak, func(c *engine.Config) { c.GateTimeout = 0 }) // the default, 500ms
 		h.createSale("tv", map[string]any{"initialStock": 20})
 		for i := 0; i < 5; i++ {
 			user := fmt.Sprintf("u%d", i)
@@ -241,4 +247,59 @@ func (h *harness) admitOrEmpty(sku, user string) string {
 	st := h.do("GET", "/sale/"+sku+"/status?token="+r.json(h.t)["token"].(string), nil, nil).json(h.t)
 	tok, _ := st["admissionToken"].(string)
 	return tok
+}
+
+// TestSlowGateCallDoesNotPause: one gate call that times out is answered
+// 503 (fail closed for that request), but a gate that still answers its
+// probe is not an outage, so the sale stays open.
+func TestSlowGateCallDoesNotPause(t *testing.T) {
+	fg := &faultyGate{}
+	h := newHarness(t, backends[0], func(c *engine.Config) {
+		c.WrapGate = func(g flashsale.GateAdmin) flashsale.GateAdmin { fg.GateAdmin = g; return fg }
+	})
+	h.createSale("tv", map[string]any{"initialStock": 5})
+	adm := h.admit("tv", "alice")
+	fg.slow.Store(true)
+	if r := h.reserve("tv", "alice", adm, "k", nil); r.status != 503 || r.code() != "sale_paused" {
+		t.Fatalf("reserve during a slow gate call: %d %s", r.status, r.body)
+	}
+	fg.slow.Store(false)
+	if v := h.sale("tv"); v["state"] != "open" {
+		t.Fatalf("a slow call paused the sale: %v", v["pauseReason"])
+	}
+	if r := h.reserve("tv", "alice", adm, "k", nil); r.status != 201 {
+		t.Fatalf("retry after the slow call: %d %s", r.status, r.body)
+	}
+}
+
+// TestRedisPartitionFailsClosed: a Redis that stops answering without
+// closing its connections (a partition) is told apart from a slow call by
+// the probe: the request is answered 503 within a second, and the sale is
+// paused as soon as the probe gives up.
+func TestRedisPartitionFailsClosed(t *testing.T) {
+	b := backends[1]
+	proxy := testenv.NewProxy(t, strings.Split(testenv.RedisURL(), "/")[2])
+	h := newHarness(t, b, func(c *engine.Config) {
+		c.RedisURL = "redis://" + proxy.Addr() + "/0"
+		c.GateTimeout = 0
+	})
+	h.createSale("tv", map[string]any{"initialStock": 5})
+	adm := h.admit("tv", "alice")
+	proxy.Blackhole()
+	began := time.Now()
+	r := h.reserve("tv", "alice", adm, "k", nil)
+	if elapsed := time.Since(began); r.status != 503 || r.code() != "sale_paused" || elapsed > time.Second {
+		t.Fatalf("reserve during a partition: %d %s after %v, want 503 sale_paused within 1s", r.status, r.body, elapsed)
+	}
+	// The probe's verdict lands in the record within ProbeTimeout.
+	deadline := time.Now().Add(5 * time.Second)
+	for h.saleOf("tv").State != flashsale.SalePaused {
+		if time.Now().After(deadline) {
+			t.Fatal("the sale was not paused after the probe failed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if reason := h.saleOf("tv").PauseReason; !strings.Contains(reason, "unreachable") {
+		t.Fatalf("pause reason %q", reason)
+	}
 }

@@ -49,8 +49,11 @@ type Config struct {
 	Catalog *catalog.Catalog
 	Tokens  *token.Keyring
 	Limiter Limiter
-	// FailClosed pauses a sale whose gate could not be asked.
+	// FailClosed pauses a sale whose gate has no counter for it.
 	FailClosed func(ctx context.Context, saleID, reason string)
+	// GateFailed is told of a gate call that failed; it pauses the sale
+	// if the gate is unreachable (see control.Service.GateFailed).
+	GateFailed func(ctx context.Context, saleID string, cause error)
 	Now        func() time.Time
 	// GateTimeout bounds one gate call (default 500ms), so that an
 	// unreachable gate fails the sale closed within a second.
@@ -94,6 +97,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.FailClosed == nil {
 		cfg.FailClosed = func(context.Context, string, string) {}
+	}
+	if cfg.GateFailed == nil {
+		cfg.GateFailed = func(context.Context, string, error) {}
 	}
 	return &Service{cfg: cfg, answers: newAnswerCache(cfg.AnswerLimit, cfg.AnswerTTL)}
 }
@@ -313,7 +319,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		Now:              now,
 	})
 	if err != nil {
-		s.cfg.FailClosed(ctx, sale.ID, "the stock gate is unreachable")
+		s.cfg.GateFailed(ctx, sale.ID, err)
 		return nil, errPaused("the stock gate is unreachable")
 	}
 	switch out.Verdict {
@@ -478,7 +484,7 @@ func (s *Service) lookup(ctx context.Context, sale *flashsale.Sale, userID, key 
 	h, found, err := s.cfg.Gate.Lookup(ctx, sale.ID, userID, key)
 	s.cfg.Metrics.Gate("lookup", time.Since(start), err)
 	if err != nil {
-		s.cfg.FailClosed(ctx, sale.ID, "the stock gate is unreachable")
+		s.cfg.GateFailed(ctx, sale.ID, err)
 		return h, false, errPaused("the stock gate is unreachable")
 	}
 	return h, found, nil

@@ -35,7 +35,9 @@ type Gate interface {
 	// Void is Restock for a hold the record never acknowledged: it also
 	// forgets the hold's idempotency key (if the key still names this
 	// hold), so the shopper's retry under that key is a fresh attempt
-	// rather than a replay. It reports whether this call moved the units.
+	// rather than a replay, and un-spends the hold's admission (h's
+	// AdmissionID), so that attempt may use the same admission token. It
+	// reports whether this call moved the units.
 	Void(ctx context.Context, saleID string, h Hold, source string) (bool, error)
 }
 
@@ -155,7 +157,11 @@ type Hold struct {
 	Instrument     string
 	IdempotencyKey string
 	RequestHash    string
-	CreatedAt      time.Time
+	// AdmissionID is the admission token the hold spent. Void gives it
+	// back: a hold the record never took must not cost the shopper the
+	// admission.
+	AdmissionID string
+	CreatedAt   time.Time
 }
 
 // GateSnapshot is a sale's counter and bookkeeping read in one atomic step.

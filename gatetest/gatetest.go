@@ -93,14 +93,18 @@ func Exercise(t *testing.T, h Harness) {
 		{"AdmissionSpendLapses", testAdmissionLapses},
 		{"SoldOutWritesNothing", testSoldOutWritesNothing},
 		{"LimitWritesNothing", testLimitWritesNothing},
+		{"HoldCarriesAdmission", testHoldCarriesAdmission},
 		{"Restock", testRestock},
+		{"RestockKeepsAdmissionSpent", testRestockKeepsAdmissionSpent},
 		{"RestockKeepsNewerHolder", testRestockKeepsNewerHolder},
 		{"Void", testVoid},
+		{"VoidGivesBackAdmission", testVoidGivesBackAdmission},
 		{"VoidAfterRestock", testVoidAfterRestock},
 		{"Load", testLoad},
 		{"PauseBeforeLoad", testPauseBeforeLoad},
 		{"Pause", testPause},
 		{"Rebuild", testRebuild},
+		{"RebuildKeepsAdmissionIDs", testRebuildKeepsAdmissionIDs},
 		{"RebuildNotLoaded", testRebuildNotLoaded},
 		{"RebuildRefusesBadHolds", testRebuildRefuses},
 		{"RebuildLarge", testRebuildLarge},
@@ -290,6 +294,7 @@ func holdOf(r flashsale.GateReserve) flashsale.Hold {
 		Instrument:     r.Instrument,
 		IdempotencyKey: r.IdempotencyKey,
 		RequestHash:    r.RequestHash,
+		AdmissionID:    r.AdmissionID,
 		CreatedAt:      r.Now,
 	}
 }
@@ -696,10 +701,33 @@ func testRestock(t *testing.T, f *fixture) {
 	if _, found := f.lookup(r.UserID, r.IdempotencyKey); !found {
 		t.Fatal("Lookup after restock found nothing; the key must be kept")
 	}
-	// The shopper and the instrument are free again.
+	// The shopper and the instrument are free again; the admission is not
+	// (see testRestockKeepsAdmissionSpent).
 	again := f.req("u1")
 	again.Instrument = "card-1"
 	f.win(again)
+}
+
+// testRestockKeepsAdmissionSpent: a restock (expiry, cancel) gives back
+// units, never the admission: the shopper had the hold, so the token was
+// used.
+func testRestockKeepsAdmissionSpent(t *testing.T, f *fixture) {
+	f.load(2)
+	r := f.req("u1")
+	won := f.win(r)
+	if !f.restock(won.ReservationID) {
+		t.Fatal("restock moved nothing")
+	}
+	// The same shopper (free again) with a new key and the same token.
+	reuse := f.req("u1")
+	reuse.AdmissionID = r.AdmissionID
+	f.expect(reuse, flashsale.VerdictAdmissionUsed)
+	// Nor does a second restock, or one of a hold never taken, give it
+	// back.
+	f.restock(won.ReservationID)
+	f.restock("res-never")
+	f.expect(f.again(reuse), flashsale.VerdictAdmissionUsed)
+	f.win(f.req("u1"))
 }
 
 func testRestockKeepsNewerHolder(t *testing.T, f *fixture) {
@@ -749,25 +777,61 @@ func testVoid(t *testing.T, f *fixture) {
 	if f.restock(won.ReservationID) {
 		t.Fatal("Restock after Void = true; units returned twice")
 	}
-	// The retry under the voided key is a fresh attempt, not a replay. The
-	// voided win's admission stays spent (Void gives back units and the
-	// key, nothing else), so the same token is refused...
-	f.expect(f.again(r), flashsale.VerdictAdmissionUsed)
-	// ...and a retry with a new admission wins.
+	// The retry under the voided key is a fresh attempt, not a replay, and
+	// Void gave back the admission too: the shopper's retry, same key and
+	// same token, wins.
 	retry := f.again(r)
-	retry.AdmissionID = "adm-retry"
 	second := f.win(retry)
 	if second.ReservationID == won.ReservationID {
 		t.Fatal("the retry replayed the voided hold")
 	}
+	f.wantHold("the retry's hold", second, holdOf(retry))
 	// Voiding the old hold again must not forget the key that now names
-	// the new one.
+	// the new one, nor un-spend the admission the new one spent.
 	if f.void(won) {
 		t.Fatal("Void of the old hold moved units")
 	}
 	got, found := f.lookup(r.UserID, r.IdempotencyKey)
 	if !found || got.ReservationID != second.ReservationID {
 		t.Fatalf("Lookup = %+v, %v; want the new hold %s", got, found, second.ReservationID)
+	}
+	// The admission check comes before the per-user limit, so a token the
+	// repeated Void wrongly gave back would read as limit_reached.
+	reuse := f.req("u1")
+	reuse.AdmissionID = r.AdmissionID
+	f.expect(reuse, flashsale.VerdictAdmissionUsed)
+}
+
+// testVoidGivesBackAdmission: a hold the record never took must not cost
+// the shopper the admission, so after a Void the same token wins again,
+// under a new key too.
+func testVoidGivesBackAdmission(t *testing.T, f *fixture) {
+	f.load(1)
+	r := f.req("u1")
+	won := f.win(r)
+	if won.AdmissionID != r.AdmissionID {
+		t.Fatalf("won hold's AdmissionID = %q; want %q", won.AdmissionID, r.AdmissionID)
+	}
+	// Before the Void the token is spent.
+	used := f.req("u2")
+	used.AdmissionID = r.AdmissionID
+	f.expect(used, flashsale.VerdictAdmissionUsed)
+	if !f.void(won) {
+		t.Fatal("Void moved nothing")
+	}
+	fresh := f.req("u1")
+	fresh.AdmissionID = r.AdmissionID
+	second := f.win(fresh)
+	f.wantHold("the new hold", second, holdOf(fresh))
+	// The new win spent the token again.
+	f.expect(f.again(used), flashsale.VerdictAdmissionUsed)
+	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch, Initial: 1, Counter: 0, Won: 2, Restocked: 1, AuditedCounter: 0})
+	// A hold without an admission voids as before.
+	none := f.req("u3")
+	none.AdmissionID = ""
+	f.restock(second.ReservationID)
+	if !f.void(f.win(none)) {
+		t.Fatal("Void of a hold without an admission moved nothing")
 	}
 }
 
@@ -789,6 +853,11 @@ func testVoidAfterRestock(t *testing.T, f *fixture) {
 		t.Fatal("Void of a restocked hold kept its key")
 	}
 	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch, Initial: 2, Counter: 2, Won: 1, Restocked: 1, AuditedCounter: 2})
+	// The restock left the admission spent; the Void gave it back, though
+	// it moved no units.
+	reuse := f.req("u1")
+	reuse.AdmissionID = r.AdmissionID
+	f.wantHold("a win with the voided hold's admission", f.win(reuse), holdOf(reuse))
 }
 
 func testLoad(t *testing.T, f *fixture) {
@@ -898,6 +967,69 @@ func testRebuild(t *testing.T, f *fixture) {
 	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch + 1, Initial: 10, Counter: 6, Won: 5, Restocked: 1, AuditedCounter: 6})
 }
 
+// testHoldCarriesAdmission: every hold the gate hands out names the
+// admission it spent: the one of the request that won, whatever a replay
+// carries.
+func testHoldCarriesAdmission(t *testing.T, f *fixture) {
+	f.load(3)
+	r := f.req("u1")
+	out := f.expect(r, flashsale.VerdictWon)
+	if out.Hold.AdmissionID != r.AdmissionID {
+		t.Fatalf("won hold's AdmissionID = %q; want %q", out.Hold.AdmissionID, r.AdmissionID)
+	}
+	check := func(stage string) {
+		t.Helper()
+		retry := f.again(r)
+		retry.AdmissionID = "adm-of-the-retry"
+		if got := f.expect(retry, flashsale.VerdictReplayed).Hold; got.AdmissionID != r.AdmissionID {
+			t.Fatalf("%s: replayed hold's AdmissionID = %q; want %q", stage, got.AdmissionID, r.AdmissionID)
+		}
+		got, found := f.lookup(r.UserID, r.IdempotencyKey)
+		if !found || got.AdmissionID != r.AdmissionID {
+			t.Fatalf("%s: Lookup = %+v, %v; want AdmissionID %q", stage, got, found, r.AdmissionID)
+		}
+	}
+	check("held")
+	hs := f.holds()
+	if len(hs) != 1 || hs[0].AdmissionID != r.AdmissionID {
+		t.Fatalf("Holds = %+v; want one with AdmissionID %q", hs, r.AdmissionID)
+	}
+	// A win without an admission keeps none.
+	none := f.req("u2")
+	none.AdmissionID = ""
+	if h := f.win(none); h.AdmissionID != "" {
+		t.Fatalf("hold of a request without an admission has AdmissionID %q", h.AdmissionID)
+	}
+	f.restock(out.Hold.ReservationID)
+	check("restocked")
+}
+
+// testRebuildKeepsAdmissionIDs: rebuilt holds report the admission the
+// record says they spent, without spending it again (the new epoch makes
+// old admissions stale anyway).
+func testRebuildKeepsAdmissionIDs(t *testing.T, f *fixture) {
+	a, b := holdOf(f.req("ua")), holdOf(f.req("ub"))
+	b.AdmissionID = ""
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{a, b}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.setPaused(false)
+	f.wantHolds(a, b)
+	got, found := f.lookup(a.UserID, a.IdempotencyKey)
+	if !found || got.AdmissionID != a.AdmissionID {
+		t.Fatalf("Lookup of a rebuilt hold = %+v, %v; want AdmissionID %q", got, found, a.AdmissionID)
+	}
+	replay := flashsale.GateReserve{
+		SaleID: f.sale, ReservationID: "res-replay", UserID: a.UserID, Quantity: a.Quantity, Epoch: epoch,
+		IdempotencyKey: a.IdempotencyKey, RequestHash: a.RequestHash, Now: f.clock.Now(),
+	}
+	f.wantHold("replay of a rebuilt hold", f.expect(replay, flashsale.VerdictReplayed).Hold, a)
+	// Not re-marked spent.
+	reuse := f.req("uc")
+	reuse.AdmissionID = a.AdmissionID
+	f.win(reuse)
+}
+
 func testRebuildNotLoaded(t *testing.T, f *fixture) {
 	h := holdOf(f.req("u1"))
 	h.Quantity = 2
@@ -930,6 +1062,8 @@ func testRebuildRefuses(t *testing.T, f *fixture) {
 	dup.UserID = "u5"
 	sep := one
 	sep.UserID = "u\x1f"
+	sepAdm := one
+	sepAdm.AdmissionID = "adm\x1f"
 	zero := one
 	zero.Quantity = 0
 	noUser := one
@@ -938,6 +1072,7 @@ func testRebuildRefuses(t *testing.T, f *fixture) {
 		"more units than initial": {h1, h2},
 		"repeated reservation":    {one, dup},
 		"separator":               {sep},
+		"separator in admission":  {sepAdm},
 		"zero quantity":           {zero},
 		"no user":                 {noUser},
 	} {
@@ -965,6 +1100,7 @@ func testRebuildLarge(t *testing.T, f *fixture) {
 			Instrument:     fmt.Sprintf("fp-%06d", i),
 			IdempotencyKey: fmt.Sprintf("key-%06d", i),
 			RequestHash:    fmt.Sprintf("hash-%06d", i),
+			AdmissionID:    fmt.Sprintf("adm-%06d", i),
 			CreatedAt:      f.clock.Now().Add(-time.Duration(i) * time.Millisecond),
 		}
 	}

@@ -31,7 +31,8 @@ func checkHolds(holds []flashsale.Hold) (int64, error) {
 		switch {
 		case h.Quantity < 1 || h.ReservationID == "" || h.UserID == "":
 			return 0, fmt.Errorf("hold %q: needs a reservation id, a user id and a quantity of at least 1", h.ReservationID)
-		case hasSep(h.ReservationID) || hasSep(h.UserID) || hasSep(h.Instrument) || hasSep(h.IdempotencyKey) || hasSep(h.RequestHash):
+		case hasSep(h.ReservationID) || hasSep(h.UserID) || hasSep(h.Instrument) || hasSep(h.IdempotencyKey) ||
+			hasSep(h.AdmissionID) || hasSep(h.RequestHash):
 			return 0, errSep
 		}
 		if _, dup := seen[h.ReservationID]; dup {

@@ -195,9 +195,11 @@ func (g *Gate) Restock(_ context.Context, saleID, reservationID, source string) 
 }
 
 // Void is Restock for a hold the record never acknowledged; it also forgets
-// the hold's idempotency key if the key still names this hold, even when the
-// units went back earlier. It returns flashsale.ErrNotLoaded if the sale is
-// not loaded.
+// the hold's idempotency key if the key still names this hold, and un-spends
+// h.AdmissionID, even when the units went back earlier. A Void of a hold
+// that was already voided (its units gone and its key forgotten) leaves the
+// admission alone: by then the shopper may have spent it again on a new
+// hold. It returns flashsale.ErrNotLoaded if the sale is not loaded.
 func (g *Gate) Void(_ context.Context, saleID string, h flashsale.Hold, source string) (bool, error) {
 	at := g.now()
 	s := g.locked(saleID, false)
@@ -209,7 +211,10 @@ func (g *Gate) Void(_ context.Context, saleID string, h flashsale.Hold, source s
 		return false, flashsale.ErrNotLoaded
 	}
 	moved := s.giveBack(h.ReservationID, "void", source, at)
-	s.forgetKey(h.UserID, h.IdempotencyKey, h.ReservationID)
+	forgot := s.forgetKey(h.UserID, h.IdempotencyKey, h.ReservationID)
+	if (moved || forgot) && h.AdmissionID != "" {
+		s.unspend(h.AdmissionID)
+	}
 	return moved, nil
 }
 
@@ -242,7 +247,8 @@ func (g *Gate) Load(_ context.Context, saleID string, initial, epoch int64, sour
 
 // Rebuild replaces the sale's counter, holds, buyers, instruments and
 // idempotency keys with what the record says, forgets spent admissions
-// (the new epoch makes them stale), and leaves the sale loaded and paused:
+// (the new epoch makes them stale; a rebuilt hold keeps its AdmissionID but
+// does not spend it again), and leaves the sale loaded and paused:
 // resuming is the operator's deliberate step. It returns an error, and
 // changes nothing, if the holds are malformed (see Reserve), repeat a
 // reservation id, or take more than initial units.

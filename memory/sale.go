@@ -57,8 +57,10 @@ type book struct {
 	// idem is by (user id, idempotency key). It outlives the hold it
 	// names, so a replay after a restock still finds its first answer;
 	// only Void and Rebuild forget keys.
-	idem  table[*flashsale.Hold]
-	spent table[spend] // by admission id
+	idem table[*flashsale.Hold]
+	// spent is by admission id. A spend is forgotten when it lapses (see
+	// tidy), when Void gives it back, and on Rebuild.
+	spent table[spend]
 }
 
 func holdHasID(h *flashsale.Hold, k key) bool         { return h.ReservationID == k.a }
@@ -185,6 +187,7 @@ func (s *sale) reserve(r *flashsale.GateReserve) (out flashsale.GateOutcome, ret
 		Instrument:     r.Instrument,
 		IdempotencyKey: r.IdempotencyKey,
 		RequestHash:    r.RequestHash,
+		AdmissionID:    r.AdmissionID,
 		CreatedAt:      r.Now,
 	}
 	s.mu.Lock()
@@ -396,15 +399,25 @@ func (s *sale) giveBack(reservationID, op, source string, at time.Time) bool {
 }
 
 // forgetKey forgets the shopper's idempotency key if it names the
-// reservation. The filter keeps the key's bits; that costs a locked lookup
-// for this key later, never a wrong answer. The caller holds mu.
-func (s *sale) forgetKey(userID, idemKey, reservationID string) {
+// reservation, and reports whether it did. The filter keeps the key's bits;
+// that costs a locked lookup for this key later, never a wrong answer. The
+// caller holds mu.
+func (s *sale) forgetKey(userID, idemKey, reservationID string) bool {
 	b := s.book.Load()
 	_, hIdem := s.hashKey(userID, idemKey)
 	k := key{userID, idemKey}
 	if prev, ok := b.idem.get(hIdem, k); ok && prev.ReservationID == reservationID {
 		b.idem.del(hIdem, k)
+		return true
 	}
+	return false
+}
+
+// unspend forgets that the admission was spent, so a reserve may spend it
+// again. Like a forgotten key, it keeps its bits in the filter. The caller
+// holds mu.
+func (s *sale) unspend(admissionID string) {
+	s.book.Load().spent.del(s.hash(admissionID), key{a: admissionID})
 }
 
 // rebuiltBook returns a book and a filter holding the holds, hashed with

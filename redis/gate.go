@@ -21,7 +21,8 @@
 //	buyers  hash: user id → reservation id
 //	instr   hash: payment fingerprint → reservation id
 //	idem    hash: user id "\x1f" idempotency key → encoded hold
-//	adm     sorted set: spent admission id, scored by its expiry (Unix ms)
+//	adm     sorted set: spent admission id, scored by its expiry (Unix ms);
+//	        Void takes the voided hold's admission out again
 //	audit   stream of counter mutations, trimmed to about AuditMaxLen
 //
 // Spent admissions live in one sorted set rather than a key each, so that
@@ -321,22 +322,27 @@ func (g *Gate) Lookup(ctx context.Context, saleID, userID, key string) (flashsal
 // answer. It returns flashsale.ErrNotLoaded if the sale is not loaded
 // (or is being rebuilt).
 func (g *Gate) Restock(ctx context.Context, saleID, reservationID, source string) (bool, error) {
-	return g.giveBack(ctx, saleID, reservationID, "restock", source, "")
+	return g.giveBack(ctx, saleID, reservationID, "restock", source, "", "")
 }
 
-// Void is Restock for a hold the record never acknowledged; it also forgets
-// the hold's idempotency key if the key still names this hold, even when
-// the units went back earlier. It returns flashsale.ErrNotLoaded if the
-// sale is not loaded.
+// Void is Restock for a hold the record never acknowledged; in the same
+// script run it also forgets the hold's idempotency key if the key still
+// names this hold, and un-spends h.AdmissionID, even when the units went
+// back earlier. A Void of a hold that was already voided (its units gone and
+// its key forgotten) leaves the admission alone: by then the shopper may
+// have spent it again on a new hold. It returns flashsale.ErrNotLoaded if
+// the sale is not loaded.
 func (g *Gate) Void(ctx context.Context, saleID string, h flashsale.Hold, source string) (bool, error) {
-	return g.giveBack(ctx, saleID, h.ReservationID, "void", source, idemField(h.UserID, h.IdempotencyKey))
+	return g.giveBack(ctx, saleID, h.ReservationID, "void", source, idemField(h.UserID, h.IdempotencyKey), h.AdmissionID)
 }
 
-func (g *Gate) giveBack(ctx context.Context, saleID, reservationID, op, source, forget string) (bool, error) {
+// giveBack runs giveBackLua: forget and admission are the idem field to
+// forget and the admission to un-spend, "" for none (Restock).
+func (g *Gate) giveBack(ctx context.Context, saleID, reservationID, op, source, forget, admission string) (bool, error) {
 	k := g.keys(saleID)
 	n, err := giveBackScript.Exec(ctx, g.client,
-		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.audit},
-		[]string{reservationID, op, source, ms(g.now()), g.maxLen, forget}).AsInt64()
+		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.audit, k.adm},
+		[]string{reservationID, op, source, ms(g.now()), g.maxLen, forget, admission}).AsInt64()
 	switch {
 	case err != nil:
 		return false, fail(op, err)
@@ -365,10 +371,12 @@ func (g *Gate) Load(ctx context.Context, saleID string, initial, epoch int64, so
 }
 
 // Rebuild replaces the sale's counter, holds, buyers, instruments and
-// idempotency keys with what the record says, forgets spent admissions,
-// and leaves the sale loaded and paused. It checks the holds first and
-// returns an error, changing nothing, if they are malformed, repeat a
-// reservation id, or take more than initial units.
+// idempotency keys with what the record says, forgets spent admissions
+// (a rebuilt hold keeps its AdmissionID but does not spend it again: the
+// new epoch makes old admissions stale), and leaves the sale loaded and
+// paused. It checks the holds first and returns an error, changing
+// nothing, if they are malformed, repeat a reservation id, or take more
+// than initial units.
 //
 // The holds are written in chunks. The first step marks the sale not
 // loaded (Reserve answers VerdictNotLoaded, Restock ErrNotLoaded, Load

@@ -414,16 +414,23 @@ func TestAuditStreamIsTrimmed(t *testing.T) {
 
 func TestHoldEncoding(t *testing.T) {
 	for _, h := range []flashsale.Hold{
-		{ReservationID: "r", UserID: "u", Quantity: 3, Instrument: "fp", IdempotencyKey: "k", RequestHash: "h", CreatedAt: time.Unix(1_900_000_000, 123456789)},
+		{ReservationID: "r", UserID: "u", Quantity: 3, Instrument: "fp", IdempotencyKey: "k", RequestHash: "h", AdmissionID: "adm", CreatedAt: time.Unix(1_900_000_000, 123456789)},
 		{ReservationID: "r", UserID: "u", Quantity: 1},
 	} {
 		got, err := decodeHold(encodeHold(h))
-		if err != nil || got.ReservationID != h.ReservationID || got.Quantity != h.Quantity || got.Instrument != h.Instrument ||
-			got.IdempotencyKey != h.IdempotencyKey || got.RequestHash != h.RequestHash || !got.CreatedAt.Equal(h.CreatedAt) {
+		if err != nil || got.ReservationID != h.ReservationID || got.UserID != h.UserID || got.Quantity != h.Quantity || got.Instrument != h.Instrument ||
+			got.IdempotencyKey != h.IdempotencyKey || got.RequestHash != h.RequestHash || got.AdmissionID != h.AdmissionID || !got.CreatedAt.Equal(h.CreatedAt) {
 			t.Fatalf("round trip of %+v = %+v, %v", h, got, err)
 		}
 	}
-	if _, err := decodeHold("r\x1fu"); err == nil {
-		t.Fatal("decodeHold of a truncated hold = nil error")
+	for _, bad := range []string{
+		"r\x1fu",
+		// A hold as stored before holds carried their admission.
+		"r\x1fu\x1f1\x1f\x1fk\x1fh\x1f1900000000000000000",
+		"r\x1fu\x1f1\x1f\x1fk\x1fh\x1fadm\x1f1900000000000000000\x1fextra",
+	} {
+		if _, err := decodeHold(bad); err == nil {
+			t.Fatalf("decodeHold(%q) = nil error; want the field count refused", bad)
+		}
 	}
 }

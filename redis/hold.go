@@ -25,13 +25,19 @@ func holdOf(r *flashsale.GateReserve) flashsale.Hold {
 		Instrument:     r.Instrument,
 		IdempotencyKey: r.IdempotencyKey,
 		RequestHash:    r.RequestHash,
+		AdmissionID:    r.AdmissionID,
 		CreatedAt:      r.Now,
 	}
 }
 
+// holdFields is how many fields an encoded hold has.
+const holdFields = 8
+
 // encodeHold writes a hold as reservation id, user, quantity, instrument,
-// key, request hash and creation time (Unix nanoseconds, "" for the zero
-// time). The scripts read the first four fields.
+// key, request hash, admission id and creation time (Unix nanoseconds, ""
+// for the zero time). The scripts read only the first four fields (and
+// match the reservation id as a prefix), so fields after them may be added
+// without touching the scripts; decodeHold refuses any other count.
 func encodeHold(h flashsale.Hold) string {
 	created := ""
 	if !h.CreatedAt.IsZero() {
@@ -39,14 +45,14 @@ func encodeHold(h flashsale.Hold) string {
 	}
 	return strings.Join([]string{
 		h.ReservationID, h.UserID, strconv.Itoa(h.Quantity), h.Instrument,
-		h.IdempotencyKey, h.RequestHash, created,
+		h.IdempotencyKey, h.RequestHash, h.AdmissionID, created,
 	}, sep)
 }
 
 func decodeHold(s string) (flashsale.Hold, error) {
 	f := strings.Split(s, sep)
-	if len(f) != 7 {
-		return flashsale.Hold{}, fmt.Errorf("redis gate: stored hold %q has %d fields, want 7", s, len(f))
+	if len(f) != holdFields {
+		return flashsale.Hold{}, fmt.Errorf("redis gate: stored hold %q has %d fields, want %d", s, len(f), holdFields)
 	}
 	q, err := strconv.Atoi(f[2])
 	if err != nil {
@@ -54,10 +60,10 @@ func decodeHold(s string) (flashsale.Hold, error) {
 	}
 	h := flashsale.Hold{
 		ReservationID: f[0], UserID: f[1], Quantity: q, Instrument: f[3],
-		IdempotencyKey: f[4], RequestHash: f[5],
+		IdempotencyKey: f[4], RequestHash: f[5], AdmissionID: f[6],
 	}
-	if f[6] != "" {
-		ns, err := strconv.ParseInt(f[6], 10, 64)
+	if f[7] != "" {
+		ns, err := strconv.ParseInt(f[7], 10, 64)
 		if err != nil {
 			return flashsale.Hold{}, fmt.Errorf("redis gate: stored hold %q: time: %w", s, err)
 		}
@@ -90,7 +96,8 @@ func checkHolds(holds []flashsale.Hold) (int64, error) {
 		switch {
 		case h.Quantity < 1 || h.ReservationID == "" || h.UserID == "":
 			return 0, fmt.Errorf("hold %q: needs a reservation id, a user id and a quantity of at least 1", h.ReservationID)
-		case hasSep(h.ReservationID) || hasSep(h.UserID) || hasSep(h.Instrument) || hasSep(h.IdempotencyKey) || hasSep(h.RequestHash):
+		case hasSep(h.ReservationID) || hasSep(h.UserID) || hasSep(h.Instrument) || hasSep(h.IdempotencyKey) ||
+			hasSep(h.AdmissionID) || hasSep(h.RequestHash):
 			return 0, errSep
 		}
 		if _, dup := seen[h.ReservationID]; dup {

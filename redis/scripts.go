@@ -68,11 +68,15 @@ return {1, left, epoch}
 `
 
 // giveBackLua returns a hold's units to stock (Restock and Void) and,
-// for Void, forgets the hold's key if the key still names it.
+// for Void, forgets the hold's key if the key still names it and un-spends
+// the hold's admission. The admission is un-spent only if the hold was not
+// voided before (its units were still held, or its key still named it):
+// a repeated Void must not free an admission the shopper spent again since.
 //
-//	KEYS: 1 stock, 2 meta, 3 held, 4 buyers, 5 instr, 6 idem, 7 audit
+//	KEYS: 1 stock, 2 meta, 3 held, 4 buyers, 5 instr, 6 idem, 7 audit, 8 adm
 //	ARGV: 1 reservation id, 2 op, 3 source, 4 now ms, 5 audit max length,
-//	      6 idem field to forget ('' to keep keys)
+//	      6 idem field to forget ('' to keep keys), 7 admission id to
+//	      un-spend ('' for none)
 //
 // It returns -1 if the sale is not loaded, 1 if units moved, else 0.
 const giveBackLua = `
@@ -102,10 +106,15 @@ if enc then
     'delta', q, 'counter', left, 'res', ARGV[1], 'at', ARGV[4], 'seq', seq)
   moved = 1
 end
+local known = moved == 1
 if ARGV[6] ~= '' then
   local prev = redis.call('HGET', KEYS[6], ARGV[6])
-  if prev and string.sub(prev, 1, #ARGV[1] + 1) == ARGV[1] .. '\31' then redis.call('HDEL', KEYS[6], ARGV[6]) end
+  if prev and string.sub(prev, 1, #ARGV[1] + 1) == ARGV[1] .. '\31' then
+    redis.call('HDEL', KEYS[6], ARGV[6])
+    known = true
+  end
 end
+if known and ARGV[7] ~= '' then redis.call('ZREM', KEYS[8], ARGV[7]) end
 return moved
 `
 

@@ -80,6 +80,8 @@ type Config struct {
 	// WrapGate, when set, wraps the gate every part uses: fault drills
 	// put a faulty gate in front of the real one.
 	WrapGate func(flashsale.GateAdmin) flashsale.GateAdmin
+	// WrapStore, when set, wraps the record every part uses.
+	WrapStore func(flashsale.Store) flashsale.Store
 }
 
 // Engine is an assembled server. Its Handler serves the API; Start runs the
@@ -134,6 +136,9 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	}()
 	if err := e.openStore(ctx); err != nil {
 		return nil, err
+	}
+	if cfg.WrapStore != nil {
+		e.Store = cfg.WrapStore(e.Store)
 	}
 	if err := e.openGate(ctx); err != nil {
 		return nil, err

@@ -55,6 +55,9 @@ const (
 	// CodeUnavailable: a store behind the request did not answer in time;
 	// the request may be repeated (with the same Idempotency-Key).
 	CodeUnavailable Code = "unavailable"
+	// CodeNotRegistered: a lottery sale's ticket asked for before
+	// registering; register during the window first.
+	CodeNotRegistered Code = "not_registered"
 	// CodeInternal: a bug. The detail is in the server's log, never in the
 	// response.
 	CodeInternal Code = "internal"
@@ -134,6 +137,9 @@ var (
 	// lost with its store). The sale must fail closed until it is rebuilt
 	// from the record.
 	ErrNotLoaded = errors.New("flashsale: the gate has no counter for this sale")
+	// ErrSealed: the draw has closed a sale's entrants; no one can enter
+	// the pre-queue or register any more.
+	ErrSealed = errors.New("flashsale: the draw has closed this sale's entrants")
 	// ErrDuplicate: a reservation with this id, idempotency key, live user
 	// or live payment instrument already exists.
 	ErrDuplicate = errors.New("flashsale: duplicate reservation")

@@ -70,9 +70,13 @@ type Sale struct {
 	// SeedCommitment is the hex SHA-256 of the draw's secret seed, for
 	// random and lottery sales.
 	SeedCommitment string
-	Version        int64
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// DrawSeed is the draw's secret seed, set when a random or lottery
+	// sale is created and written with it; the record keeps it apart from
+	// the sale (see DrawStore) and never returns it with the sale.
+	DrawSeed  []byte
+	Version   int64
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Hold returns how long a reservation of this sale holds its units.

@@ -7,7 +7,8 @@ import (
 
 // SaleStore keeps sales in the record.
 type SaleStore interface {
-	// CreateSale inserts s (its ID, Version and times set by the caller).
+	// CreateSale inserts s (its ID, Version and times set by the caller),
+	// and, in the same transaction, its secret DrawSeed when it has one.
 	// It returns ErrSaleExists while another sale of the SKU is neither
 	// closed nor past its ClosesAt at s.CreatedAt.
 	CreateSale(ctx context.Context, s *Sale) error
@@ -113,6 +114,7 @@ type Store interface {
 	SaleStore
 	ReservationStore
 	OrderStore
+	DrawStore
 	// Ping reports whether the record answers.
 	Ping(ctx context.Context) error
 	Close() error

@@ -6,6 +6,7 @@ package control
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +18,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/waitroom"
 )
 
 // Service carries out operator actions. Safe for concurrent use.
@@ -79,9 +81,19 @@ func (s *Service) Create(ctx context.Context, in *flashsale.Sale) (*flashsale.Sa
 	sale.Epoch = 1
 	sale.Version = 1
 	sale.CreatedAt, sale.UpdatedAt = now, now
+	if sale.Fairness != flashsale.FairnessFIFO {
+		// The draw's seed is fixed now, before anyone enters, and only its
+		// commitment is published until the draw reveals it.
+		sale.DrawSeed = make([]byte, 32)
+		if _, err := rand.Read(sale.DrawSeed); err != nil {
+			return nil, err
+		}
+		sale.SeedCommitment = waitroom.SeedCommitment(sale.DrawSeed)
+	}
 	if err := s.store.CreateSale(ctx, &sale); err != nil {
 		return nil, err
 	}
+	sale.DrawSeed = nil // kept by the record alone until the draw
 	s.catalog.Put(&sale)
 	if sale.State == flashsale.SaleOpen {
 		if err := s.load(ctx, &sale); err != nil {

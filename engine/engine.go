@@ -28,6 +28,7 @@ import (
 	"github.com/flashsale/flashsale/invariant"
 	"github.com/flashsale/flashsale/memory"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/page"
 	"github.com/flashsale/flashsale/postgres"
 	"github.com/flashsale/flashsale/purchase"
 	fsredis "github.com/flashsale/flashsale/redis"
@@ -82,6 +83,18 @@ type Config struct {
 	WrapGate func(flashsale.GateAdmin) flashsale.GateAdmin
 	// WrapStore, when set, wraps the record every part uses.
 	WrapStore func(flashsale.Store) flashsale.Store
+	// Role is httpapi.RoleAll (default), RoleEdge or RoleOrigin. An edge
+	// needs RedisURL (the queue it shares with the origin) and OriginURL.
+	Role string
+	// OriginURL is where an edge fetches its snapshots; OriginToken is the
+	// origin's admin token; EdgeID names the edge.
+	OriginURL   string
+	OriginToken string
+	EdgeID      string
+	// PaceTick and DrawInterval are the pacer's and the drawer's rounds
+	// (zero: their defaults).
+	PaceTick     time.Duration
+	DrawInterval time.Duration
 }
 
 // Engine is an assembled server. Its Handler serves the API; Start runs the
@@ -101,7 +114,12 @@ type Engine struct {
 	Sweeper  *sweeper.Sweeper
 	Watcher  *invariant.Watcher
 	Warmer   *control.Warmer
-	Metrics  *metrics.Metrics
+	Pacer    *waitroom.Pacer
+	Drawer   *waitroom.Drawer
+	// Snapshots is the origin's snapshot builder; Edge the edge's fetcher.
+	Snapshots *waitroom.OriginSnapshots
+	Edge      *waitroom.EdgeSnapshots
+	Metrics   *metrics.Metrics
 
 	// DevelopmentKey reports that shopper JWTs are verified with the
 	// well-known development key.
@@ -128,12 +146,33 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if cfg.DataDir == "" {
 		cfg.DataDir = "./data"
 	}
+	if cfg.Role == "" {
+		cfg.Role = httpapi.RoleAll
+	}
 	e = &Engine{Config: cfg, Metrics: metrics.New()}
 	defer func() {
 		if err != nil {
 			e.Close()
 		}
 	}()
+	if e.Tokens, err = loadTokenKeys(cfg.TokenKeys, cfg.DataDir); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(cfg.UserJWTPublicKey) > 0:
+		e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey, identity.WithCache(1<<16))
+	case cfg.UserJWTSecret != "":
+		e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret), identity.WithCache(1<<16))
+	default:
+		e.DevelopmentKey = true
+		e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret), identity.WithCache(1<<16))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("shopper JWT key: %w", err)
+	}
+	if cfg.Role == httpapi.RoleEdge {
+		return e, e.openEdge(ctx)
+	}
 	if err := e.openStore(ctx); err != nil {
 		return nil, err
 	}
@@ -146,39 +185,73 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if cfg.WrapGate != nil {
 		e.Gate = cfg.WrapGate(e.Gate)
 	}
-	if e.Tokens, err = loadTokenKeys(cfg.TokenKeys, cfg.DataDir); err != nil {
-		return nil, err
-	}
-	switch {
-	case len(cfg.UserJWTPublicKey) > 0:
-		e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey)
-	case cfg.UserJWTSecret != "":
-		e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret))
-	default:
-		e.DevelopmentKey = true
-		e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("shopper JWT key: %w", err)
-	}
 
 	logger := cfg.Logger
 	e.Catalog = catalog.New(e.Store, catalog.Config{Now: cfg.Now, Logger: logger})
 	e.Control = control.New(control.Config{Store: e.Store, Gate: e.Gate, Catalog: e.Catalog, Now: cfg.Now,
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
+	e.Snapshots = &waitroom.OriginSnapshots{Catalog: e.Catalog, Gate: e.Gate, Store: e.Store, Queue: e.Queue, Now: cfg.Now}
+	e.Pacer = waitroom.NewPacer(waitroom.PacerConfig{Queue: e.Queue, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
+		Holder: cfg.Source, Tick: cfg.PaceTick, AdmissionTTL: cfg.AdmissionTTL, Logger: logger})
+	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Store, Sales: e.Catalog, Now: cfg.Now,
+		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
-		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Now: cfg.Now, GateTimeout: cfg.GateTimeout, Logger: logger, Metrics: e.Metrics})
-	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Catalog: e.Catalog,
-		Live: waitroom.OriginLive{Gate: e.Gate, Store: e.Store, Queue: e.Queue}, Now: cfg.Now, AdmissionTTL: cfg.AdmissionTTL})
+		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
+		GateTimeout: cfg.GateTimeout, Logger: logger, Metrics: e.Metrics})
+	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
+		AdmissionTTL: cfg.AdmissionTTL})
 	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Store, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
 	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Store, Sales: e.Catalog,
 		Pause: e.Control.FailClosed, Now: cfg.Now, Interval: cfg.InvariantInterval, Logger: logger, Metrics: e.Metrics})
-	e.Handler = httpapi.New(httpapi.Config{Catalog: e.Catalog, Room: e.Room, Purchase: e.Purchase, Control: e.Control,
-		Watcher: e.Watcher, Warmer: e.Warmer, Store: e.Store, Gate: e.Gate, Shoppers: e.Shoppers, Queue: e.Queue,
+	e.Handler = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
+		Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control, Watcher: e.Watcher, Warmer: e.Warmer,
+		Store: e.Store, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
 		AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
 	return e, nil
+}
+
+// decided feeds the pacer: every reserve the gate was asked about, with
+// its latency and whether the path failed, and (for paced sales) one more
+// attempt against the outstanding admissions.
+func (e *Engine) decided(ctx context.Context, sale *flashsale.Sale, latency time.Duration, failed bool) {
+	if sale.AdmissionPerSecond <= 0 {
+		return
+	}
+	e.Pacer.Observe(sale.ID, latency, failed)
+	if _, err := e.Queue.Add(context.WithoutCancel(ctx), sale.ID, waitroom.CounterAttempts, 1); err != nil {
+		e.Config.Logger.Warn("pacer: count an attempt", "sale", sale.ID, "err", err)
+	}
+}
+
+// openEdge assembles an edge: the waiting room alone, from snapshots it
+// fetches from the origin and the queue it shares with it in Redis.
+func (e *Engine) openEdge(ctx context.Context) error {
+	cfg := e.Config
+	if cfg.RedisURL == "" || cfg.OriginURL == "" {
+		return errors.New("an edge needs --redis-url (the queue it shares with the origin) and --origin-url")
+	}
+	client, err := OpenRedis(ctx, cfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	e.closers = append(e.closers, func() error { client.Close(); return nil })
+	e.Queue = fsredis.NewQueue(client, cfg.RedisPrefix)
+	e.Edge = waitroom.NewEdgeSnapshots(waitroom.EdgeConfig{Origin: strings.TrimRight(cfg.OriginURL, "/"),
+		Token: cfg.OriginToken, EdgeID: cfg.EdgeID, Now: cfg.Now, Logger: cfg.Logger})
+	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
+		AdmissionTTL: cfg.AdmissionTTL})
+	e.Handler = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
+		Page: page.Handler(), Ready: e.edgeReady, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+	return nil
+}
+
+func (e *Engine) edgeReady(ctx context.Context) error {
+	if err := e.Edge.Refresh(ctx); err != nil {
+		return err
+	}
+	return nil
 }
 
 func (e *Engine) openStore(ctx context.Context) error {
@@ -246,17 +319,31 @@ func OpenRedis(ctx context.Context, url string) (rueidis.Client, error) {
 	return client, nil
 }
 
-// Start runs the background services until Stop or ctx ends.
+// Start runs the background services until Stop or ctx ends: at an edge
+// the snapshot fetcher; at the origin the warmer, the drawer, the pacer,
+// the sweeper and the invariant watcher.
 func (e *Engine) Start(ctx context.Context) {
+	if e.Edge != nil {
+		e.Edge.Start(ctx)
+		return
+	}
 	e.Warmer.Start(ctx)
+	e.Drawer.Start(ctx)
+	e.Pacer.Start(ctx)
 	e.Sweeper.Start(ctx)
 	e.Watcher.Start(ctx)
 }
 
 // Stop stops the background services and waits for their rounds.
 func (e *Engine) Stop() {
+	if e.Edge != nil {
+		e.Edge.Stop()
+		return
+	}
 	e.Watcher.Stop()
 	e.Sweeper.Stop()
+	e.Pacer.Stop()
+	e.Drawer.Stop()
 	e.Warmer.Stop()
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -252,4 +253,9 @@ func (h *harness) exact(sku string) (counter int64, totals flashsale.SaleTotals)
 		h.t.Fatalf("gate holds %d units, record %d", snap.Held(), totals.Confirmed+totals.Pending)
 	}
 	return snap.Counter, totals
+}
+
+func readFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	return strings.TrimSpace(string(b)), err
 }

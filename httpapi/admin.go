@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/control"
-	"github.com/flashsale/flashsale/waitroom"
 )
 
 type createSaleBody struct {
@@ -83,6 +81,19 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.view(r.Context(), sale))
 }
 
+type pacingJSON struct {
+	Rate        float64 `json:"rate"`
+	Outstanding int64   `json:"outstanding"`
+	Capacity    int64   `json:"capacity"`
+	Healthy     bool    `json:"healthy"`
+}
+
+type drawJSON struct {
+	DrawnAt  *time.Time `json:"drawnAt"`
+	Entrants int        `json:"entrants"`
+	Winners  int        `json:"winners,omitempty"`
+}
+
 type invariantJSON struct {
 	OK         bool       `json:"ok"`
 	CheckedAt  *time.Time `json:"checkedAt"`
@@ -128,7 +139,13 @@ type adminSaleJSON struct {
 	// Gate says whether the gate holds the sale's counter ("loaded"),
 	// does not ("not_loaded") or did not answer ("unreachable").
 	Gate string `json:"gate"`
-	Warm bool   `json:"warm"`
+	// Warm says the counter is loaded and every edge holds the sale.
+	Warm  bool       `json:"warm"`
+	Edges []edgeJSON `json:"edges"`
+	// Pacing is what the pacer last decided; Draw the draw, for random
+	// and lottery sales.
+	Pacing *pacingJSON `json:"pacing,omitempty"`
+	Draw   *drawJSON   `json:"draw,omitempty"`
 	// Errors lists live figures that could not be read.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -172,19 +189,36 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 	}
 	v.Pending, v.Confirmed, v.Expired, v.Cancelled, v.Voided = totals.Pending, totals.Confirmed, totals.Expired, totals.Cancelled, totals.Voided
 	issued := int64(0)
+	upTo := int64(0)
 	if s.cfg.Queue != nil {
 		if n, err := s.cfg.Queue.Len(ctx, sale.ID); err == nil {
 			issued = n
 		}
-	}
-	upTo := waitroom.AdmittedUpTo(sale, now)
-	if upTo > issued {
-		upTo = issued
-	}
-	if upTo == math.MaxInt64 {
-		upTo = issued
+		switch {
+		case now.Before(sale.OpensAt):
+		case sale.AdmissionPerSecond <= 0:
+			upTo = issued
+		default:
+			if n, err := s.cfg.Queue.Admitted(ctx, sale.ID); err == nil {
+				upTo = min(n, issued)
+			}
+		}
 	}
 	v.AdmittedUpTo, v.Waiting = upTo, issued-upTo
+	if s.cfg.Pacer != nil {
+		if p, ok := s.cfg.Pacer.State(sale.ID); ok {
+			v.Pacing = &pacingJSON{Rate: p.Rate, Outstanding: p.Outstanding, Capacity: p.Capacity, Healthy: p.Healthy}
+		}
+	}
+	if sale.Fairness != flashsale.FairnessFIFO {
+		if d, err := s.cfg.Store.Draw(ctx, sale.ID); err == nil && !d.DrawnAt.IsZero() {
+			at := d.DrawnAt.UTC()
+			v.Draw = &drawJSON{DrawnAt: &at, Entrants: d.Entrants, Winners: d.Winners}
+		} else if err == nil {
+			v.Draw = &drawJSON{}
+		}
+	}
+	v.Edges = s.edges.of(sale.SKU, now)
 	if s.cfg.Watcher != nil {
 		if res, ok := s.cfg.Watcher.Last(sale.ID); ok {
 			at := res.CheckedAt.UTC()
@@ -192,7 +226,12 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		}
 	}
 	if s.cfg.Warmer != nil {
+		// Warm: the counter is in the gate and every edge holds the sale's
+		// snapshot, before the open.
 		v.Warm = s.cfg.Warmer.Warm(sale.ID)
+		for _, e := range v.Edges {
+			v.Warm = v.Warm && e.HasSale
+		}
 	}
 	return v
 }
@@ -306,7 +345,7 @@ func (s *Server) resumeSale(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.cfg.Logger, r, err)
 		return
 	}
-	s.cfg.Room.Invalidate(sale.ID)
+	s.cfg.Snapshots.Invalidate(sale.SKU)
 	writeJSON(w, http.StatusOK, s.view(r.Context(), sale))
 }
 
@@ -320,7 +359,7 @@ func (s *Server) rebuildSale(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.cfg.Logger, r, err)
 		return
 	}
-	s.cfg.Room.Invalidate(sale.ID)
+	s.cfg.Snapshots.Invalidate(sale.SKU)
 	writeJSON(w, http.StatusOK, s.view(r.Context(), sale))
 }
 

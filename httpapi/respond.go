@@ -42,6 +42,7 @@ var statusOf = map[flashsale.Code]int{
 	flashsale.CodeRegistrationClosed:   http.StatusConflict,
 	flashsale.CodeClosed:               http.StatusConflict,
 	flashsale.CodeNotSelected:          http.StatusConflict,
+	flashsale.CodeNotRegistered:        http.StatusConflict,
 	flashsale.CodeSaleExists:           http.StatusConflict,
 	flashsale.CodeNotOpen:              http.StatusConflict,
 	flashsale.CodeInvalidState:         http.StatusConflict,

@@ -29,23 +29,45 @@ import (
 	"github.com/flashsale/flashsale/waitroom"
 )
 
-// Config wires the server to the services. All but AdminToken, Warmer,
-// Logger and Metrics are required.
+// Roles a server can play.
+const (
+	// RoleAll is one process doing everything (the embedded default).
+	RoleAll = "all"
+	// RoleEdge answers the waiting room (sale, ticket, status, register,
+	// draw, the page) from signed tokens and snapshots fetched from the
+	// origin; it never reaches the gate or the record.
+	RoleEdge = "edge"
+	// RoleOrigin runs the purchase path, the operator routes and the
+	// background services, and gives the edges their snapshots.
+	RoleOrigin = "origin"
+)
+
+// Config wires the server to the services. An edge needs Room and
+// Shoppers; an origin everything but Page.
 type Config struct {
+	Role     string
+	Room     *waitroom.Room
+	Shoppers *identity.Verifier
+	// Page serves the waiting room's web page and its assets.
+	Page http.Handler
+
 	Catalog    *catalog.Catalog
-	Room       *waitroom.Room
 	Purchase   *purchase.Service
 	Control    *control.Service
 	Watcher    *invariant.Watcher
 	Warmer     *control.Warmer
 	Store      flashsale.Store
 	Gate       flashsale.GateAdmin
-	Shoppers   *identity.Verifier
 	Queue      waitroom.Queue
+	Snapshots  *waitroom.OriginSnapshots
+	Pacer      *waitroom.Pacer
 	AdminToken string
-	Now        func() time.Time
-	Logger     *slog.Logger
-	Metrics    *metrics.Metrics
+	// Ready reports whether an edge can answer (its snapshots are fresh);
+	// the origin asks its stores instead.
+	Ready   func(ctx context.Context) error
+	Now     func() time.Time
+	Logger  *slog.Logger
+	Metrics *metrics.Metrics
 }
 
 // Server serves the API. Safe for concurrent use.
@@ -53,6 +75,7 @@ type Server struct {
 	cfg        Config
 	mux        *http.ServeMux
 	rejections rejections
+	edges      edgeRegistry
 }
 
 // New returns a Server.
@@ -63,6 +86,9 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Role == "" {
+		cfg.Role = RoleAll
+	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
 	s.routes()
 	return s
@@ -70,31 +96,47 @@ func New(cfg Config) *Server {
 
 func (s *Server) routes() {
 	m := s.mux
-	// Shopper routes, cheapest first.
-	m.HandleFunc("GET /sale/{sku}", s.getSale)
-	m.HandleFunc("GET /sale/{sku}/ticket", s.getTicket)
-	m.HandleFunc("GET /sale/{sku}/status", s.getStatus)
-	m.HandleFunc("POST /sale/{sku}/reserve", s.postReserve)
-	m.HandleFunc("GET /reservations/{id}", s.getReservation)
-	m.HandleFunc("POST /reservations/{id}/confirm", s.postConfirm)
-	m.HandleFunc("DELETE /reservations/{id}", s.deleteReservation)
+	edge := s.cfg.Role == RoleAll || s.cfg.Role == RoleEdge
+	origin := s.cfg.Role == RoleAll || s.cfg.Role == RoleOrigin
 
-	// Operator routes.
-	m.HandleFunc("POST /admin/sales", s.admin(s.createSale))
-	m.HandleFunc("GET /admin/sales", s.admin(s.listSales))
-	m.HandleFunc("GET /admin/sales/{sku}", s.admin(s.showSale))
-	m.HandleFunc("PATCH /admin/sales/{sku}", s.admin(s.patchSale))
-	m.HandleFunc("POST /admin/sales/{sku}/pause", s.admin(s.pauseSale))
-	m.HandleFunc("POST /admin/sales/{sku}/resume", s.admin(s.resumeSale))
-	m.HandleFunc("POST /admin/sales/{sku}/rebuild", s.admin(s.rebuildSale))
-	m.HandleFunc("GET /admin/sales/{sku}/audit", s.admin(s.auditSale))
-	m.HandleFunc("GET /admin/orders", s.admin(s.listOrders))
-	m.HandleFunc("POST /admin/orders/{id}/ship", s.admin(s.shipOrder))
-	m.HandleFunc("/admin/", s.admin(s.notFound))
+	// The waiting room, cheapest first.
+	if edge {
+		m.HandleFunc("GET /sale/{sku}/ticket", s.getTicket)
+		m.HandleFunc("GET /sale/{sku}/status", s.getStatus)
+		m.HandleFunc("POST /sale/{sku}/register", s.postRegister)
+		if s.cfg.Page != nil {
+			m.Handle("GET /sale/{sku}/{$}", s.cfg.Page)
+			m.Handle("GET /assets/", s.cfg.Page)
+		}
+	}
+	m.HandleFunc("GET /sale/{sku}", s.getSale)
+	m.HandleFunc("GET /sale/{sku}/draw", s.getDraw)
+
+	if origin {
+		// The purchase path.
+		m.HandleFunc("POST /sale/{sku}/reserve", s.postReserve)
+		m.HandleFunc("GET /reservations/{id}", s.getReservation)
+		m.HandleFunc("POST /reservations/{id}/confirm", s.postConfirm)
+		m.HandleFunc("DELETE /reservations/{id}", s.deleteReservation)
+
+		// Operator routes.
+		m.HandleFunc("POST /admin/sales", s.admin(s.createSale))
+		m.HandleFunc("GET /admin/sales", s.admin(s.listSales))
+		m.HandleFunc("GET /admin/sales/{sku}", s.admin(s.showSale))
+		m.HandleFunc("PATCH /admin/sales/{sku}", s.admin(s.patchSale))
+		m.HandleFunc("POST /admin/sales/{sku}/pause", s.admin(s.pauseSale))
+		m.HandleFunc("POST /admin/sales/{sku}/resume", s.admin(s.resumeSale))
+		m.HandleFunc("POST /admin/sales/{sku}/rebuild", s.admin(s.rebuildSale))
+		m.HandleFunc("GET /admin/sales/{sku}/audit", s.admin(s.auditSale))
+		m.HandleFunc("GET /admin/orders", s.admin(s.listOrders))
+		m.HandleFunc("POST /admin/orders/{id}/ship", s.admin(s.shipOrder))
+		m.HandleFunc("GET "+waitroom.SnapshotsPath, s.admin(s.edgeSnapshots))
+		m.HandleFunc("/admin/", s.admin(s.notFound))
+	}
 
 	// Plumbing.
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "role": s.cfg.Role})
 	})
 	m.HandleFunc("GET /readyz", s.readyz)
 	if s.cfg.Metrics != nil {
@@ -219,15 +261,23 @@ func loopback(remoteAddr string) bool {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	status := map[string]string{"record": "ok", "gate": "ok"}
+	status := map[string]string{}
 	code := http.StatusOK
-	if err := s.cfg.Store.Ping(ctx); err != nil {
-		status["record"], code = "unavailable", http.StatusServiceUnavailable
-		s.cfg.Logger.Warn("readyz: record", "err", err)
+	check := func(name string, err error) {
+		status[name] = "ok"
+		if err != nil {
+			status[name], code = "unavailable", http.StatusServiceUnavailable
+			s.cfg.Logger.Warn("readyz", "part", name, "err", err)
+		}
 	}
-	if err := s.cfg.Gate.Ping(ctx); err != nil {
-		status["gate"], code = "unavailable", http.StatusServiceUnavailable
-		s.cfg.Logger.Warn("readyz: gate", "err", err)
+	if s.cfg.Store != nil {
+		check("record", s.cfg.Store.Ping(ctx))
+	}
+	if s.cfg.Gate != nil {
+		check("gate", s.cfg.Gate.Ping(ctx))
+	}
+	if s.cfg.Ready != nil {
+		check("origin", s.cfg.Ready(ctx))
 	}
 	if code != http.StatusOK {
 		w.Header().Set("Retry-After", "1")

@@ -17,6 +17,11 @@ type policyJSON struct {
 	HoldSeconds          int                `json:"holdSeconds"`
 	MinAccountAgeSeconds int                `json:"minAccountAgeSeconds"`
 	Challenge            bool               `json:"challenge"`
+	// Added to the contract: the pace ceiling, the draw's algorithm and,
+	// for a lottery, how many the draw selects.
+	AdmissionPerSecond int    `json:"admissionPerSecond,omitempty"`
+	DrawAlgorithm      string `json:"drawAlgorithm,omitempty"`
+	LotteryWinners     *int   `json:"lotteryWinners,omitempty"`
 }
 
 type publicSaleJSON struct {
@@ -28,6 +33,8 @@ type publicSaleJSON struct {
 	RegistrationClosesAt *time.Time          `json:"registrationClosesAt,omitempty"`
 	Policy               policyJSON          `json:"policy"`
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
+	// Drawn says the draw has run: GET /sale/{sku}/draw publishes it.
+	Drawn bool `json:"drawn,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -48,29 +55,17 @@ func (s *Server) sale(w http.ResponseWriter, r *http.Request) (*flashsale.Sale, 
 	return sale, true
 }
 
-// publishedState is the sale's state with the live counter taken into
-// account: an open sale with no units left is sold out.
-func (s *Server) publishedState(r *http.Request, sale *flashsale.Sale) flashsale.SaleState {
-	state := sale.StateAt(s.cfg.Now())
-	if state != flashsale.SaleOpen {
-		return state
-	}
-	live, err := s.cfg.Room.Live(r.Context(), sale)
-	if err == nil && live.Loaded && live.Counter <= 0 {
-		return flashsale.SaleSoldOut
-	}
-	return state
-}
-
 func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
-	sale, ok := s.sale(w, r)
-	if !ok {
+	snap, err := s.cfg.Room.Sale(r.Context(), r.PathValue("sku"))
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
 		return
 	}
+	sale := snap.Sale
 	out := publicSaleJSON{
 		SKU:      sale.SKU,
 		Name:     sale.Name,
-		State:    s.publishedState(r, sale),
+		State:    s.cfg.Room.PublishedState(snap),
 		OpensAt:  sale.OpensAt.UTC(),
 		ClosesAt: timePtr(sale.ClosesAt),
 		Policy: policyJSON{
@@ -83,9 +78,19 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
 	}
 	if sale.Fairness != flashsale.FairnessFIFO {
 		out.SeedCommitment = sale.SeedCommitment
+		out.Policy.DrawAlgorithm = waitroom.DrawAlgorithm
+		out.Drawn = snap.Drawn
 	}
 	if sale.Fairness == flashsale.FairnessLottery {
 		out.RegistrationClosesAt = timePtr(sale.RegistrationClosesAt)
+		winners := 2 * sale.InitialStock
+		if snap.Drawn {
+			winners = int(snap.Winners)
+		}
+		out.Policy.LotteryWinners = &winners
+	}
+	if sale.AdmissionPerSecond > 0 {
+		out.Policy.AdmissionPerSecond = sale.AdmissionPerSecond
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -109,17 +114,14 @@ func seconds(d time.Duration) int64 {
 }
 
 func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
-	sale, ok := s.sale(w, r)
+	sku := r.PathValue("sku")
+	sh, ok := s.shopper(w, r, sku)
 	if !ok {
 		return
 	}
-	sh, ok := s.shopper(w, r, sale.SKU)
-	if !ok {
-		return
-	}
-	t, err := s.cfg.Room.Ticket(r.Context(), sale, sh.UserID, sh.AccountCreated)
+	t, err := s.cfg.Room.Ticket(r.Context(), sku, sh.UserID, sh.AccountCreated)
 	if err != nil {
-		s.reject(w, r, sale.SKU, err)
+		s.reject(w, r, sku, err)
 		return
 	}
 	if t.RetryAfter > 0 {
@@ -132,6 +134,51 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+func (s *Server) postRegister(w http.ResponseWriter, r *http.Request) {
+	sku := r.PathValue("sku")
+	if err := decode(w, r, &struct{}{}, true); err != nil {
+		s.reject(w, r, sku, err)
+		return
+	}
+	sh, ok := s.shopper(w, r, sku)
+	if !ok {
+		return
+	}
+	if err := s.cfg.Room.Register(r.Context(), sku, sh.UserID, sh.AccountCreated); err != nil {
+		s.reject(w, r, sku, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]bool{"registered": true})
+}
+
+// getDraw publishes a random or lottery sale's draw once it has run: the
+// seed, and the order of the entrants' pseudonyms, for anyone to recompute
+// (flashsale verify).
+func (s *Server) getDraw(w http.ResponseWriter, r *http.Request) {
+	snap, err := s.cfg.Room.Sale(r.Context(), r.PathValue("sku"))
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	if snap.Sale.Fairness == flashsale.FairnessFIFO {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "A fifo sale has no draw."))
+		return
+	}
+	if !snap.Drawn {
+		writeError(w, s.cfg.Logger, r, &flashsale.Error{Code: flashsale.CodeNotFound,
+			Message:    "The draw has not run yet; its seed's commitment is published with the sale.",
+			RetryAfter: max(time.Second, waitroom.DrawAt(snap.Sale.Sale()).Sub(s.cfg.Now()))})
+		return
+	}
+	doc, err := s.cfg.Room.DrawDocument(r.Context(), snap)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	writeJSON(w, http.StatusOK, doc)
+}
+
 type statusJSON struct {
 	State                waitroom.State `json:"state"`
 	OpensAt              *time.Time     `json:"opensAt,omitempty"`
@@ -140,30 +187,33 @@ type statusJSON struct {
 	AdmissionToken       string         `json:"admissionToken,omitempty"`
 	ExpiresIn            *int64         `json:"expiresIn,omitempty"`
 	Final                *bool          `json:"final,omitempty"`
+	// Added to the contract: the odds of a waiting shopper, and a new
+	// ticket once the draw has placed a pre-queue ticket.
+	UnitsLeft *int64 `json:"unitsLeft,omitempty"`
+	Chance    string `json:"chance,omitempty"`
+	Token     string `json:"token,omitempty"`
 }
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
-	sale, ok := s.sale(w, r)
-	if !ok {
-		return
-	}
+	sku := r.PathValue("sku")
 	tok := r.URL.Query().Get("token")
 	if tok == "" {
-		s.reject(w, r, sale.SKU, flashsale.Errorf(flashsale.CodeInvalidToken, "The token query parameter is required."))
+		s.reject(w, r, sku, flashsale.Errorf(flashsale.CodeInvalidToken, "The token query parameter is required."))
 		return
 	}
-	st, err := s.cfg.Room.Status(r.Context(), sale, tok)
+	st, err := s.cfg.Room.Status(r.Context(), sku, tok)
 	if err != nil {
-		s.reject(w, r, sale.SKU, err)
+		s.reject(w, r, sku, err)
 		return
 	}
-	out := statusJSON{State: st.State}
+	out := statusJSON{State: st.State, Token: st.Ticket}
 	switch st.State {
 	case waitroom.StateScheduled:
 		out.OpensAt = timePtr(st.OpensAt)
 	case waitroom.StateWaiting:
 		wait := seconds(st.EstimatedWait)
 		out.Position, out.EstimatedWaitSeconds = &st.Position, &wait
+		out.UnitsLeft, out.Chance = &st.UnitsLeft, st.Chance
 	case waitroom.StateAdmitted:
 		exp := seconds(st.ExpiresIn)
 		out.AdmissionToken, out.ExpiresIn = st.AdmissionToken, &exp

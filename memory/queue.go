@@ -6,12 +6,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flashsale/flashsale"
 )
 
-// Queue hands out places in each sale's waiting-room queue, in process: the
-// first call of a shopper takes the next place, every later call returns
-// the same one. Safe for concurrent use; the zero value is not usable, call
-// NewQueue.
+// Queue is the waiting room's shared state, in process: places in each
+// sale's queue (the first call of a shopper takes the next place, every
+// later call returns the same one), the entrants of a random sale's
+// pre-queue or a lottery's registration, how far the queue is admitted,
+// and the counters the pacer reads. Safe for concurrent use; use NewQueue.
 type Queue struct {
 	seed  maphash.Seed
 	sales sync.Map // saleID -> *saleQueue
@@ -20,8 +23,13 @@ type Queue struct {
 const queueShards = 64
 
 type saleQueue struct {
-	next   atomic.Int64
-	shards [queueShards]struct {
+	next     atomic.Int64
+	admitted atomic.Int64
+	sealed   atomic.Bool
+	mu       sync.Mutex // guards entrants, counters and the seal
+	entrants map[string]int64
+	counters map[string]int64
+	shards   [queueShards]struct {
 		mu     sync.Mutex
 		places map[string]place
 		_      [40]byte // keep shards on separate cache lines
@@ -40,7 +48,7 @@ func (q *Queue) sale(saleID string) *saleQueue {
 	if v, ok := q.sales.Load(saleID); ok {
 		return v.(*saleQueue)
 	}
-	sq := &saleQueue{}
+	sq := &saleQueue{entrants: map[string]int64{}, counters: map[string]int64{}}
 	for i := range sq.shards {
 		sq.shards[i].places = make(map[string]place)
 	}
@@ -62,13 +70,112 @@ func (q *Queue) Join(_ context.Context, saleID, userID string, now time.Time) (i
 	return p.pos, time.UnixMilli(p.arrival).UTC(), nil
 }
 
-// Len returns how many places the sale's queue has given.
+// Len returns how many places the sale's queue has given, counting the
+// drawn entrants' places once sealed.
 func (q *Queue) Len(_ context.Context, saleID string) (int64, error) {
 	if v, ok := q.sales.Load(saleID); ok {
 		return v.(*saleQueue).next.Load(), nil
 	}
 	return 0, nil
 }
+
+// Enter adds the shopper to the sale's entrants and returns when they first
+// entered. It returns flashsale.ErrSealed once the draw has closed the entrants.
+func (q *Queue) Enter(_ context.Context, saleID, userID string, now time.Time) (time.Time, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	if at, ok := sq.entrants[userID]; ok {
+		return time.UnixMilli(at).UTC(), nil
+	}
+	if sq.sealed.Load() {
+		return time.Time{}, flashsale.ErrSealed
+	}
+	sq.entrants[userID] = now.UnixMilli()
+	return time.UnixMilli(now.UnixMilli()).UTC(), nil
+}
+
+// Entered reports whether the shopper is an entrant, and since when.
+func (q *Queue) Entered(_ context.Context, saleID, userID string) (time.Time, bool, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	at, ok := sq.entrants[userID]
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(at).UTC(), true, nil
+}
+
+// Entrants returns the user ids of every entrant, in no order.
+func (q *Queue) Entrants(_ context.Context, saleID string) ([]string, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	out := make([]string, 0, len(sq.entrants))
+	for u := range sq.entrants {
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// Seal closes the entrants for the draw and makes Join's places continue
+// after them. It returns the number of entrants; sealing again returns the
+// same number.
+func (q *Queue) Seal(_ context.Context, saleID string) (int64, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	n := int64(len(sq.entrants))
+	if !sq.sealed.Load() {
+		sq.sealed.Store(true)
+		for {
+			cur := sq.next.Load()
+			if cur >= n || sq.next.CompareAndSwap(cur, n) {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// Admit raises the sale's admitted-up-to place to upTo if it is lower, and
+// returns the place admitted up to. It never lowers it.
+func (q *Queue) Admit(_ context.Context, saleID string, upTo int64) (int64, error) {
+	sq := q.sale(saleID)
+	for {
+		cur := sq.admitted.Load()
+		if upTo <= cur || sq.admitted.CompareAndSwap(cur, upTo) {
+			return max(cur, upTo), nil
+		}
+	}
+}
+
+// Admitted returns the sale's admitted-up-to place.
+func (q *Queue) Admitted(_ context.Context, saleID string) (int64, error) {
+	return q.sale(saleID).admitted.Load(), nil
+}
+
+// Add adds delta to one of the sale's named counters and returns its value.
+func (q *Queue) Add(_ context.Context, saleID, counter string, delta int64) (int64, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	sq.counters[counter] += delta
+	return sq.counters[counter], nil
+}
+
+// Counter returns one of the sale's named counters.
+func (q *Queue) Counter(_ context.Context, saleID, counter string) (int64, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	return sq.counters[counter], nil
+}
+
+// Lead reports whether holder leads the named task: in one process there
+// is no one else, so it always does.
+func (q *Queue) Lead(context.Context, string, string, time.Duration) (bool, error) { return true, nil }
 
 // DropQueue forgets a sale's queue.
 func (q *Queue) DropQueue(saleID string) { q.sales.Delete(saleID) }

@@ -54,7 +54,11 @@ type Config struct {
 	// GateFailed is told of a gate call that failed; it pauses the sale
 	// if the gate is unreachable (see control.Service.GateFailed).
 	GateFailed func(ctx context.Context, saleID string, cause error)
-	Now        func() time.Time
+	// Decided is told of every reserve the gate was asked about: how long
+	// the gate and record took, and whether either failed. The waiting
+	// room's pacer admits by it.
+	Decided func(ctx context.Context, sale *flashsale.Sale, latency time.Duration, failed bool)
+	Now     func() time.Time
 	// GateTimeout bounds one gate call (default 500ms), so that an
 	// unreachable gate fails the sale closed within a second.
 	GateTimeout time.Duration
@@ -100,6 +104,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.GateFailed == nil {
 		cfg.GateFailed = func(context.Context, string, error) {}
+	}
+	if cfg.Decided == nil {
+		cfg.Decided = func(context.Context, *flashsale.Sale, time.Duration, bool) {}
 	}
 	return &Service{cfg: cfg, answers: newAnswerCache(cfg.AnswerLimit, cfg.AnswerTTL)}
 }
@@ -237,7 +244,7 @@ func errKeyReused() error {
 		"This Idempotency-Key was used with a different request; use a new key for a new request.")
 }
 
-func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) (*flashsale.Reservation, error) {
+func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) (res *flashsale.Reservation, err error) {
 	sale := req.Sale
 	// Millisecond precision: what the stores keep, so a replay's body is
 	// byte for byte the first answer's.
@@ -291,7 +298,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 	}
 
 	// The gate: one atomic step decides.
-	res := &flashsale.Reservation{
+	res = &flashsale.Reservation{
 		ID:                 flashsale.NewID("res_"),
 		SaleID:             sale.ID,
 		SKU:                sale.SKU,
@@ -305,6 +312,8 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		ExpiresAt:          now.Add(sale.Hold()),
 		Version:            1,
 	}
+	asked, failed := time.Now(), false
+	defer func() { s.cfg.Decided(ctx, sale, time.Since(asked), failed) }()
 	out, err := s.gateReserve(ctx, flashsale.GateReserve{
 		SaleID:           sale.ID,
 		ReservationID:    res.ID,
@@ -319,6 +328,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		Now:              now,
 	})
 	if err != nil {
+		failed = true
 		s.cfg.GateFailed(ctx, sale.ID, err)
 		return nil, errPaused("the stock gate is unreachable")
 	}
@@ -381,6 +391,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		s.void(rctx, sale, hold, res)
 		return nil, errPaused("the sale's counter was rebuilt")
 	default:
+		failed = true
 		s.cfg.Logger.Error("purchase: record write failed after the gate said yes",
 			"sku", sale.SKU, "reservation", res.ID, "err", err)
 		s.void(rctx, sale, hold, res)

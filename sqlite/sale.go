@@ -91,6 +91,10 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 			sale.AdmissionPerSecond, sale.MinAccountAgeSeconds, sale.ChallengeBits, sale.Shards,
 			string(sale.State), sale.PauseReason, nullMicros(sale.PausedAt), sale.Epoch, sale.SeedCommitment, sale.Version,
 			micros(sale.CreatedAt), micros(sale.UpdatedAt))
+		if err != nil || len(sale.DrawSeed) == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO sale_draws (sale_id, seed) VALUES (?1, ?2)`, sale.ID, sale.DrawSeed)
 		return err
 	})
 	switch resultCode(err) {

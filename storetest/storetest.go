@@ -47,6 +47,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) flashsale.Store) {
 		{"Sale/SetState", testSetSaleState},
 		{"Sale/BeginRebuild", testBeginRebuild},
 		{"Sale/Totals", testSaleTotals},
+		{"Sale/Draw", testDraw},
 
 		{"Reservation/CreateAndRead", testReservationCreateAndRead},
 		{"Reservation/DuplicateLiveHold", testReservationDuplicateLiveHold},

@@ -1,8 +1,14 @@
 // Package waitroom is the top of the funnel: it gives every arriving shopper
-// a place in the queue at once, as a signed ticket the shopper holds, and
-// answers each poll from that ticket and a per-sale snapshot, with no lookup
-// per request. Admission is paced; a shopper whose place comes up gets a
-// short-lived admission token that the gate spends at most once.
+// a place at once, as a signed ticket the shopper holds, and answers each
+// poll from that ticket and a per-sale snapshot, with no call to the gate
+// or the record per request. Places follow the sale's published fairness
+// policy (fifo, random, lottery), with verifiable draws; admission is paced
+// by what the purchase path absorbs and by the stock left; an admitted
+// shopper gets a short-lived admission token that the gate spends at most
+// once.
+//
+// The same Room runs at the origin (--role all) and at an edge (--role
+// edge); only its Snapshots differ.
 package waitroom
 
 import (
@@ -12,66 +18,26 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/singleflight"
-
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/token"
 )
 
-// Queue hands out places in a sale's queue. A shopper asking again gets the
-// same place, never a better one. Implementations are safe for concurrent
-// use.
-type Queue interface {
-	// Join returns the shopper's place (from 1) and arrival time, giving
-	// the next place only on the shopper's first call.
-	Join(ctx context.Context, saleID, userID string, now time.Time) (position int64, arrival time.Time, err error)
-	// Len returns how many places the sale's queue has given.
-	Len(ctx context.Context, saleID string) (int64, error)
-}
-
-// Live is what the waiting room needs to know of a sale's stock, refreshed
-// at most every SnapshotTTL: no poll reaches the gate or the record.
-type Live struct {
-	// Loaded is false when the gate has no counter for the sale.
-	Loaded  bool
-	Counter int64
-	// Pending is the units held by reservations that may still expire
-	// and come back.
-	Pending int64
-	Epoch   int64
-	// Issued is how many places the queue has given.
-	Issued int64
-	At     time.Time
-}
-
-// LiveSource reads a sale's live figures. Implementations may be slow; the
-// Room caches them.
-type LiveSource interface {
-	Live(ctx context.Context, sale *flashsale.Sale) (Live, error)
-}
-
-// Config configures a Room. Queue, Tokens, Catalog and Live are required.
+// Config configures a Room. Queue, Tokens and Snapshots are required.
 type Config struct {
-	Queue   Queue
-	Tokens  *token.Keyring
-	Catalog *catalog.Catalog
-	Live    LiveSource
-	Now     func() time.Time
+	Queue     Queue
+	Tokens    *token.Keyring
+	Snapshots Snapshots
+	Now       func() time.Time
 	// AdmissionTTL is the lifetime of an admission token (default 120s).
 	AdmissionTTL time.Duration
-	// SnapshotTTL is how stale the live figures may be (default 100ms),
-	// well inside the one second in which sold out must be announced.
-	SnapshotTTL time.Duration
 }
 
-// Room answers tickets and status polls. Safe for concurrent use.
+// Room answers tickets, polls and registrations. Safe for concurrent use.
 type Room struct {
 	cfg Config
 
-	mu     sync.RWMutex
-	live   map[string]Live
-	flight singleflight.Group
+	mu     sync.Mutex
+	claims map[string]*claimSet
 }
 
 // New returns a Room.
@@ -82,10 +48,7 @@ func New(cfg Config) *Room {
 	if cfg.AdmissionTTL <= 0 {
 		cfg.AdmissionTTL = 120 * time.Second
 	}
-	if cfg.SnapshotTTL <= 0 {
-		cfg.SnapshotTTL = 100 * time.Millisecond
-	}
-	return &Room{cfg: cfg, live: make(map[string]Live)}
+	return &Room{cfg: cfg, claims: map[string]*claimSet{}}
 }
 
 // State is the state a status poll reports.
@@ -103,21 +66,44 @@ const (
 	StateClosed      State = "closed"
 )
 
+// Places a ticket carries besides real ones.
+const (
+	// PendingDraw: a random sale's pre-queue or a lottery's registrant,
+	// whose place the draw has not given yet.
+	PendingDraw int64 = 0
+	// NotSelected: a lottery shopper the draw did not select (or who did
+	// not register).
+	NotSelected int64 = -1
+)
+
+// Chances a waiting shopper is told, from the stock left and the places
+// ahead.
+const (
+	ChanceLikely   = "likely"
+	ChancePossible = "possible"
+	ChanceUnlikely = "unlikely"
+)
+
 // Status is the answer to a poll.
 type Status struct {
 	State State
 	// OpensAt, for StateScheduled.
 	OpensAt time.Time
-	// Position is how many places are ahead of the shopper's plus one,
-	// and EstimatedWait a conservative estimate of the wait, for
-	// StateWaiting.
+	// Position is the places ahead plus one and EstimatedWait a
+	// conservative estimate, for StateWaiting; UnitsLeft and Chance give
+	// the shopper honest odds.
 	Position      int64
 	EstimatedWait time.Duration
+	UnitsLeft     int64
+	Chance        string
 	// AdmissionToken and ExpiresIn, for StateAdmitted.
 	AdmissionToken string
 	ExpiresIn      time.Duration
 	// Final, for StateSoldOut: true once no pending hold can return units.
 	Final bool
+	// Ticket, when set, replaces the shopper's ticket: the draw has given
+	// its place.
+	Ticket string
 	// RetryAfter is when the client should poll again; zero for answers
 	// that need no further poll.
 	RetryAfter time.Duration
@@ -131,33 +117,153 @@ type Ticket struct {
 	RetryAfter    time.Duration
 }
 
-// Ticket gives the shopper a place in the sale's queue (the same place on
-// every call) as a signed token. accountCreated is the shopper's
-// acct_created claim (zero if absent): a sale with a minimum account age
-// turns ineligible shoppers away here, before they wait.
-func (r *Room) Ticket(ctx context.Context, sale *flashsale.Sale, userID string, accountCreated time.Time) (Ticket, error) {
+// Sale returns the SKU's snapshot: the published sale and its live state.
+func (r *Room) Sale(ctx context.Context, sku string) (*Snapshot, error) {
+	return r.cfg.Snapshots.Snapshot(ctx, sku)
+}
+
+// DrawDocument returns a drawn sale's published draw.
+func (r *Room) DrawDocument(ctx context.Context, snap *Snapshot) (*DrawDocument, error) {
+	return r.cfg.Snapshots.DrawDocument(ctx, snap)
+}
+
+// PublishedState is the sale's state with the live counter taken into
+// account: an open sale with no units left is sold out.
+func (r *Room) PublishedState(snap *Snapshot) flashsale.SaleState {
+	state := snap.Sale.Sale().StateAt(r.cfg.Now())
+	if state == flashsale.SaleOpen && snap.Loaded && snap.Counter <= 0 {
+		return flashsale.SaleSoldOut
+	}
+	return state
+}
+
+// ErrNotRegistered: a lottery shopper asked for a ticket during the
+// registration window without registering.
+var ErrNotRegistered = &flashsale.Error{Code: flashsale.CodeNotRegistered,
+	Message: "This sale is a lottery: register first (POST /sale/{sku}/register) before registration closes."}
+
+// Register enters the shopper in a lottery sale's draw. Repeating it is
+// harmless. Outside the window it answers registration_closed.
+func (r *Room) Register(ctx context.Context, sku, userID string, accountCreated time.Time) error {
+	snap, err := r.Sale(ctx, sku)
+	if err != nil {
+		return err
+	}
+	sale := snap.Sale.Sale()
 	now := r.cfg.Now()
-	switch sale.StateAt(now) {
-	case flashsale.SaleClosed:
+	if sale.Fairness != flashsale.FairnessLottery {
+		return flashsale.Errorf(flashsale.CodeRegistrationClosed, "This sale is not a lottery; take a ticket instead.")
+	}
+	if err := eligible(sale, accountCreated, now); err != nil {
+		return err
+	}
+	if !now.Before(sale.RegistrationClosesAt) || snap.Drawn || sale.StateAt(now) == flashsale.SaleClosed {
+		return flashsale.Errorf(flashsale.CodeRegistrationClosed, "Registration for this lottery has closed.")
+	}
+	_, err = r.cfg.Queue.Enter(ctx, sale.ID, userID, now)
+	if errors.Is(err, flashsale.ErrSealed) {
+		return flashsale.Errorf(flashsale.CodeRegistrationClosed, "Registration for this lottery has closed.")
+	}
+	return err
+}
+
+// Ticket gives the shopper a place in the sale's queue under its fairness
+// policy (the same place on every call, never a better one) as a signed
+// token. accountCreated is the shopper's acct_created claim (zero if
+// absent): a sale with a minimum account age turns ineligible shoppers
+// away here, before they wait.
+func (r *Room) Ticket(ctx context.Context, sku, userID string, accountCreated time.Time) (Ticket, error) {
+	snap, err := r.Sale(ctx, sku)
+	if err != nil {
+		return Ticket{}, err
+	}
+	sale := snap.Sale.Sale()
+	now := r.cfg.Now()
+	if sale.StateAt(now) == flashsale.SaleClosed {
 		return Ticket{}, flashsale.Errorf(flashsale.CodeClosed, "The sale has closed.")
 	}
 	if err := eligible(sale, accountCreated, now); err != nil {
 		return Ticket{}, err
 	}
-	live, err := r.Live(ctx, sale)
-	if err != nil {
-		return Ticket{}, err
-	}
-	if open(sale, now) && live.Loaded && live.Counter <= 0 && live.Pending <= 0 {
+	if sale.StateAt(now) == flashsale.SaleOpen && snap.Loaded && snap.Counter <= 0 && snap.Pending <= 0 {
 		return Ticket{}, flashsale.Errorf(flashsale.CodeSoldOut, "Sold out: nothing is left and no hold can come back.")
 	}
-	pos, arrival, err := r.cfg.Queue.Join(ctx, sale.ID, userID, now)
+	pos, arrival, err := r.place(ctx, snap, userID, now)
 	if err != nil {
 		return Ticket{}, err
 	}
 	tok := r.cfg.Tokens.SignTicket(token.Ticket{UserID: userID, SaleID: sale.ID, Arrival: arrival, Position: pos})
-	ahead, wait := r.place(sale, pos, now)
+	ahead, wait := r.ahead(snap, pos, now)
 	return Ticket{Token: tok, Position: ahead, EstimatedWait: wait, RetryAfter: pollAfter(wait)}, nil
+}
+
+// place decides the shopper's place under the sale's policy.
+func (r *Room) place(ctx context.Context, snap *Snapshot, userID string, now time.Time) (int64, time.Time, error) {
+	sale := snap.Sale.Sale()
+	q := r.cfg.Queue
+	switch sale.Fairness {
+	case flashsale.FairnessRandom:
+		if now.Before(sale.OpensAt) {
+			// Before the open, everyone present is an entrant; the draw at
+			// the open gives the places.
+			at, err := q.Enter(ctx, sale.ID, userID, now)
+			if err == nil {
+				return PendingDraw, at, nil
+			}
+			if !errors.Is(err, flashsale.ErrSealed) {
+				return 0, time.Time{}, err
+			}
+		}
+		if at, ok, err := q.Entered(ctx, sale.ID, userID); err != nil {
+			return 0, time.Time{}, err
+		} else if ok {
+			return r.drawnPlace(ctx, snap, userID, at)
+		}
+		// Arrivals after the open queue behind the entrants, in order of
+		// arrival: sealing (idempotent) makes their places follow the
+		// drawn ones even if the draw itself has not finished.
+		if _, err := q.Seal(ctx, sale.ID); err != nil {
+			return 0, time.Time{}, err
+		}
+		return q.Join(ctx, sale.ID, userID, now)
+	case flashsale.FairnessLottery:
+		at, ok, err := q.Entered(ctx, sale.ID, userID)
+		if err != nil {
+			return 0, time.Time{}, err
+		}
+		if !ok {
+			if now.Before(sale.RegistrationClosesAt) {
+				return 0, time.Time{}, ErrNotRegistered
+			}
+			// A shopper who did not register is never admitted.
+			return NotSelected, now, nil
+		}
+		return r.drawnPlace(ctx, snap, userID, at)
+	default:
+		return q.Join(ctx, sale.ID, userID, now)
+	}
+}
+
+// drawnPlace returns an entrant's place once drawn, or PendingDraw.
+func (r *Room) drawnPlace(ctx context.Context, snap *Snapshot, userID string, at time.Time) (int64, time.Time, error) {
+	if !snap.Drawn {
+		return PendingDraw, at, nil
+	}
+	pos, err := r.drawn(ctx, snap, userID)
+	return pos, at, err
+}
+
+// drawn looks an entrant up in the sale's draw: its place, or NotSelected.
+func (r *Room) drawn(ctx context.Context, snap *Snapshot, userID string) (int64, error) {
+	ix, err := r.cfg.Snapshots.DrawIndex(ctx, snap)
+	if err != nil {
+		return 0, err
+	}
+	pos, ok := ix.Position(userID)
+	if !ok || (snap.Sale.Fairness == flashsale.FairnessLottery && pos > snap.Winners) {
+		return NotSelected, nil
+	}
+	return pos, nil
 }
 
 func eligible(sale *flashsale.Sale, accountCreated, now time.Time) error {
@@ -175,98 +281,129 @@ func eligible(sale *flashsale.Sale, accountCreated, now time.Time) error {
 	return nil
 }
 
-func open(sale *flashsale.Sale, now time.Time) bool { return sale.StateAt(now) == flashsale.SaleOpen }
-
 // ErrInvalidTicket: the ticket is forged, malformed, or for another sale.
 var ErrInvalidTicket = &flashsale.Error{Code: flashsale.CodeInvalidToken,
 	Message: "The waiting-room token is not valid for this sale; ask for a new ticket."}
 
 // Status answers a poll from the shopper's ticket token.
-func (r *Room) Status(ctx context.Context, sale *flashsale.Sale, ticketToken string) (Status, error) {
-	t, err := r.cfg.Tokens.VerifyTicket(ticketToken)
-	if err != nil || t.SaleID != sale.ID {
-		return Status{}, ErrInvalidTicket
-	}
-	now := r.cfg.Now()
-	switch sale.StateAt(now) {
-	case flashsale.SalePaused:
-		return Status{State: StatePaused, RetryAfter: 5 * time.Second}, nil
-	case flashsale.SaleClosed:
-		return Status{State: StateClosed}, nil
-	case flashsale.SaleScheduled:
-		_, wait := r.place(sale, t.Position, now)
-		return Status{State: StateScheduled, OpensAt: sale.OpensAt, RetryAfter: pollAfter(wait)}, nil
-	}
-	live, err := r.Live(ctx, sale)
+func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, error) {
+	snap, err := r.Sale(ctx, sku)
 	if err != nil {
 		return Status{}, err
 	}
-	if !live.Loaded {
-		// The gate lost the counter; the sale is failing closed.
-		return Status{State: StatePaused, RetryAfter: 5 * time.Second}, nil
+	t, err := r.cfg.Tokens.VerifyTicket(ticketToken)
+	if err != nil || t.SaleID != snap.Sale.ID {
+		return Status{}, ErrInvalidTicket
 	}
-	if live.Counter <= 0 {
-		final := live.Pending <= 0
-		st := Status{State: StateSoldOut, Final: final}
-		if !final {
+	sale := snap.Sale.Sale()
+	now := r.cfg.Now()
+	var st Status
+	if t.Position == PendingDraw && snap.Drawn {
+		// The draw has run since the ticket was taken: its place is known
+		// now, and a new ticket carries it.
+		if t.Position, err = r.drawn(ctx, snap, t.UserID); err != nil {
+			return Status{}, err
+		}
+		st.Ticket = r.cfg.Tokens.SignTicket(t)
+	}
+	switch sale.StateAt(now) {
+	case flashsale.SalePaused:
+		st.State, st.RetryAfter = StatePaused, 5*time.Second
+		return st, nil
+	case flashsale.SaleClosed:
+		st.State = StateClosed
+		return st, nil
+	}
+	if t.Position == NotSelected {
+		st.State = StateNotSelected
+		return st, nil
+	}
+	if now.Before(sale.OpensAt) {
+		_, wait := r.ahead(snap, t.Position, now)
+		st.State, st.OpensAt, st.RetryAfter = StateScheduled, sale.OpensAt, pollAfter(wait)
+		return st, nil
+	}
+	if !snap.Loaded {
+		// The gate lost the counter; the sale is failing closed.
+		st.State, st.RetryAfter = StatePaused, 5*time.Second
+		return st, nil
+	}
+	if snap.Counter <= 0 {
+		st.State, st.Final = StateSoldOut, snap.Pending <= 0
+		if !st.Final {
 			// Holds may come back: a shopper who keeps polling keeps the
 			// place.
 			st.RetryAfter = time.Second
 		}
 		return st, nil
 	}
-	ahead, wait := r.place(sale, t.Position, now)
-	if ahead > 0 {
-		return Status{State: StateWaiting, Position: ahead, EstimatedWait: wait, RetryAfter: pollAfter(wait)}, nil
+	if t.Position == PendingDraw {
+		// Open, but the draw is still running: a moment more.
+		st.State, st.Position = StateWaiting, max(snap.Entrants, 1)
+		st.UnitsLeft, st.Chance, st.RetryAfter = snap.Counter, ChancePossible, time.Second
+		return st, nil
 	}
+	ahead, wait := r.ahead(snap, t.Position, now)
+	if ahead > 0 {
+		st.State, st.Position, st.EstimatedWait, st.RetryAfter = StateWaiting, ahead, wait, pollAfter(wait)
+		st.UnitsLeft, st.Chance = snap.Counter, chance(ahead, snap)
+		return st, nil
+	}
+	r.claim(ctx, sale.ID, t.Position, snap)
 	adm := token.Admission{
 		UserID:  t.UserID,
 		SaleID:  sale.ID,
-		ID:      token.AdmissionID(sale.ID, t.UserID, t.Position, live.Epoch),
+		ID:      token.AdmissionID(sale.ID, t.UserID, t.Position, snap.Epoch),
 		Expires: now.Add(r.cfg.AdmissionTTL),
-		Epoch:   live.Epoch,
+		Epoch:   snap.Epoch,
 	}
-	return Status{State: StateAdmitted, AdmissionToken: r.cfg.Tokens.SignAdmission(adm), ExpiresIn: r.cfg.AdmissionTTL}, nil
+	st.State, st.AdmissionToken, st.ExpiresIn = StateAdmitted, r.cfg.Tokens.SignAdmission(adm), r.cfg.AdmissionTTL
+	return st, nil
 }
 
-// AdmittedUpTo returns the last place the queue has admitted at now: the
-// sale's admissionPerSecond from the moment it opened, or every place at
-// once when the sale sets no rate.
-func AdmittedUpTo(sale *flashsale.Sale, now time.Time) int64 {
-	if now.Before(sale.OpensAt) {
-		return 0
+// chance tells a waiting shopper the odds, from the units left (and those
+// held that may come back) and the places ahead.
+func chance(ahead int64, snap *Snapshot) string {
+	switch {
+	case ahead <= snap.Counter:
+		return ChanceLikely
+	case ahead <= 2*(snap.Counter+snap.Pending):
+		return ChancePossible
 	}
-	if sale.AdmissionPerSecond <= 0 {
-		return math.MaxInt64
-	}
-	elapsed := now.Sub(sale.OpensAt).Seconds()
-	// One second's worth is admitted at the open, so the first shoppers
-	// do not wait for the clock.
-	n := float64(sale.AdmissionPerSecond) * (elapsed + 1)
-	if n >= math.MaxInt64/2 {
-		return math.MaxInt64
-	}
-	return int64(n)
+	return ChanceUnlikely
 }
 
-// place returns how many places are ahead of position plus one (0 once
+// ahead returns how many places are ahead of position plus one (0 once
 // admitted) and a conservative estimate of the wait.
-func (r *Room) place(sale *flashsale.Sale, position int64, now time.Time) (int64, time.Duration) {
-	upTo := AdmittedUpTo(sale, now)
+func (r *Room) ahead(snap *Snapshot, position int64, now time.Time) (int64, time.Duration) {
+	sale := snap.Sale
 	var untilOpen time.Duration
 	if now.Before(sale.OpensAt) {
 		untilOpen = sale.OpensAt.Sub(now)
-		upTo = AdmittedUpTo(sale, sale.OpensAt)
+	}
+	if position <= 0 {
+		return 0, untilOpen
+	}
+	upTo := snap.AdmittedUpTo
+	if untilOpen > 0 {
+		upTo = 0
+		if sale.AdmissionPerSecond <= 0 {
+			upTo = Everyone
+		}
 	}
 	if position <= upTo {
 		return 0, untilOpen
 	}
 	ahead := position - upTo
 	wait := untilOpen
-	if sale.AdmissionPerSecond > 0 {
-		// Conservative: a quarter more than the paced rate promises, so
+	rate := snap.Rate
+	if rate <= 0 || untilOpen > 0 {
+		rate = float64(sale.AdmissionPerSecond)
+	}
+	if rate > 0 {
+		// Conservative: a quarter more than the measured rate promises, so
 		// shoppers are told too long rather than too short.
-		secs := float64(ahead) / float64(sale.AdmissionPerSecond) * 1.25
+		secs := float64(ahead) / rate * 1.25
 		wait += time.Duration(math.Ceil(secs)) * time.Second
 	}
 	return ahead, wait
@@ -285,84 +422,35 @@ func pollAfter(wait time.Duration) time.Duration {
 	return d.Truncate(time.Second)
 }
 
-// Live returns the sale's live figures, at most SnapshotTTL old. Concurrent
-// callers share one read.
-func (r *Room) Live(ctx context.Context, sale *flashsale.Sale) (Live, error) {
-	now := r.cfg.Now()
-	r.mu.RLock()
-	l, ok := r.live[sale.ID]
-	r.mu.RUnlock()
-	if ok && now.Sub(l.At) < r.cfg.SnapshotTTL {
-		return l, nil
-	}
-	v, err, _ := r.flight.Do(sale.ID, func() (any, error) {
-		l, err := r.cfg.Live.Live(context.WithoutCancel(ctx), sale)
-		if err != nil {
-			return Live{}, err
-		}
-		l.At = r.cfg.Now()
-		r.mu.Lock()
-		r.live[sale.ID] = l
-		r.mu.Unlock()
-		return l, nil
-	})
-	if err != nil {
-		if ok {
-			// Serve the last figures rather than an error page: an error
-			// is an instruction to press the button again.
-			return l, nil
-		}
-		return Live{}, &flashsale.Error{Code: flashsale.CodeUnavailable,
-			Message:    "The waiting room cannot see the sale right now; your place is kept, come back shortly.",
-			RetryAfter: 2 * time.Second, Err: err}
-	}
-	return v.(Live), nil
+// claimSet remembers which admitted places of a sale this server has seen
+// collect their admission, so each counts once towards the pacer's
+// outstanding admissions.
+type claimSet struct {
+	mu   sync.Mutex
+	seen map[int64]struct{}
 }
 
-// Invalidate drops the cached live figures of a sale, so the next poll
-// reads them afresh.
-func (r *Room) Invalidate(saleID string) {
+// claim counts the first admission a place collects here. Unpaced sales
+// need no count.
+func (r *Room) claim(ctx context.Context, saleID string, position int64, snap *Snapshot) {
+	if snap.Sale.AdmissionPerSecond <= 0 {
+		return
+	}
 	r.mu.Lock()
-	delete(r.live, saleID)
+	cs, ok := r.claims[saleID]
+	if !ok {
+		cs = &claimSet{seen: map[int64]struct{}{}}
+		r.claims[saleID] = cs
+	}
 	r.mu.Unlock()
-}
-
-// OriginLive reads live figures from the gate and the record directly: the
-// origin's LiveSource.
-type OriginLive struct {
-	Gate  flashsale.GateAdmin
-	Store interface {
-		SaleTotals(ctx context.Context, saleID string) (flashsale.SaleTotals, error)
+	cs.mu.Lock()
+	_, dup := cs.seen[position]
+	if !dup {
+		cs.seen[position] = struct{}{}
 	}
-	Queue Queue
-}
-
-// Live implements LiveSource.
-func (o OriginLive) Live(ctx context.Context, sale *flashsale.Sale) (Live, error) {
-	snap, err := o.Gate.Snapshot(ctx, sale.ID)
-	if err != nil {
-		return Live{}, err
+	cs.mu.Unlock()
+	if !dup {
+		// Best effort: a lost count only makes the pacer a little bolder.
+		_, _ = r.cfg.Queue.Add(context.WithoutCancel(ctx), saleID, CounterClaims, 1)
 	}
-	l := Live{Loaded: snap.Loaded, Counter: snap.Counter, Epoch: snap.Epoch}
-	if !snap.Loaded {
-		l.Epoch = sale.Epoch
-	}
-	// Pending only matters once the counter is gone: it says whether sold
-	// out is final. Reading it then, and only then, keeps the record out
-	// of the poll path while stock lasts.
-	if snap.Counter <= 0 {
-		totals, err := o.Store.SaleTotals(ctx, sale.ID)
-		if err != nil {
-			return Live{}, err
-		}
-		l.Pending = totals.Pending
-	}
-	if o.Queue != nil {
-		n, err := o.Queue.Len(ctx, sale.ID)
-		if err != nil && !errors.Is(err, flashsale.ErrNotFound) {
-			return Live{}, err
-		}
-		l.Issued = n
-	}
-	return l, nil
 }

@@ -3,6 +3,7 @@
 //	flashsale serve     run the server (embedded default: in-process gate, SQLite)
 //	flashsale token     print a shopper JWT signed with the development key
 //	flashsale sale      create, list, show, pause, resume, rebuild sales
+//	flashsale verify    recompute a published draw and check its commitment
 //
 // Run "flashsale <command> -h" for the flags of each.
 package main
@@ -51,6 +52,7 @@ Usage:
   flashsale token --user ID         print a shopper JWT for trying the routes by hand
   flashsale sale create|list|show|pause|resume|rebuild ...
                                     drive the operator routes of a running server
+  flashsale verify URL|FILE         recompute a random or lottery sale's published draw
 `
 
 // run is the whole program, with its environment passed in, so that tests
@@ -67,6 +69,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return tokenCmd(args[1:], getenv, stdout, stderr)
 	case "sale":
 		return saleCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "verify":
+		return verifyCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/identity"
+	"github.com/flashsale/flashsale/waitroom"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
@@ -187,6 +190,47 @@ func TestUsageErrors(t *testing.T) {
 		err := run(context.Background(), args, env(nil), &o, &e)
 		if err == nil || exitCode(err) != 2 {
 			t.Errorf("flashsale %v: err %v, exit %d; want a usage error", args, err, exitCode(err))
+		}
+	}
+}
+
+// TestVerifyCommand: an honest draw verifies and places a shopper; a
+// tampered one, or one whose commitment is not the one published, fails.
+func TestVerifyCommand(t *testing.T) {
+	seed := []byte("0123456789abcdef0123456789abcdef")
+	var ps []string
+	for i := 0; i < 50; i++ {
+		ps = append(ps, waitroom.Pseudonym("sale_v", fmt.Sprintf("user-%d", i)))
+	}
+	doc := waitroom.DrawDocument{SKU: "v", SaleID: "sale_v", Fairness: "lottery", Algorithm: waitroom.DrawAlgorithm,
+		SeedCommitment: waitroom.SeedCommitment(seed), Seed: fmt.Sprintf("%x", seed), Winners: 10, Order: waitroom.Order(seed, ps)}
+	write := func(d waitroom.DrawDocument) string {
+		path := t.TempDir() + "/draw.json"
+		b, _ := json.Marshal(d)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	honest := write(doc)
+	out := cli(t, "verify", "--user", "user-7", honest)
+	if !strings.Contains(out, "OK:") || !strings.Contains(out, "user-7") || !strings.Contains(out, "was drawn at place") {
+		t.Fatalf("honest draw:\n%s", out)
+	}
+	if out := cli(t, "verify", honest, "--user", "stranger"); !strings.Contains(out, "not among the entrants") {
+		t.Fatalf("a stranger:\n%s", out)
+	}
+	tampered := doc
+	tampered.Order = append([]string(nil), doc.Order...)
+	tampered.Order[0], tampered.Order[1] = tampered.Order[1], tampered.Order[0]
+	for name, args := range map[string][]string{
+		"tampered order":     {"verify", write(tampered)},
+		"another commitment": {"verify", "--commitment", waitroom.SeedCommitment([]byte("x")), honest},
+	} {
+		var o, e bytes.Buffer
+		err := run(context.Background(), args, env(nil), &o, &e)
+		if err == nil || exitCode(err) != 1 || !strings.Contains(o.String(), "MISMATCH") {
+			t.Errorf("%s: err %v, output:\n%s", name, err, o.String())
 		}
 	}
 }

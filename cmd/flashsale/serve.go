@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
+	"github.com/flashsale/flashsale/httpapi"
 )
 
 // serve runs the server until ctx ends, then shuts down gracefully: no new
@@ -35,6 +36,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	admissionTTL := fs.Duration("admission-ttl", 120*time.Second, "lifetime of an admission token")
 	tokenKeys := fs.String("token-keys", "", "keys signing waiting-room tokens, kid:base64url,... first signs (default: generated into --data-dir)")
 	role := fs.String("role", "all", "all (one process), or edge|origin to split them")
+	originURL := fs.String("origin-url", "", "edge: the origin's base URL, where it fetches snapshots")
+	originToken := fs.String("origin-token", "", "edge: the origin's admin token")
+	edgeID := fs.String("edge-id", "", "edge: its name in the origin's sale view (default: host/pid)")
 	demo := fs.Bool("demo", false, "also create a demo sale that opens shortly")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
@@ -42,8 +46,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return err
 	}
-	if *role != "all" {
-		return usageError{fmt.Sprintf("serve: --role %s is not available yet; use --role all", *role)}
+	switch *role {
+	case httpapi.RoleAll, httpapi.RoleOrigin:
+	case httpapi.RoleEdge:
+		if *redisURL == "" || *originURL == "" {
+			return usageError{"serve: --role edge needs --redis-url (the queue it shares with the origin) and --origin-url"}
+		}
+	default:
+		return usageError{fmt.Sprintf("serve: --role must be all, edge or origin, not %q", *role)}
 	}
 	logger, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
@@ -66,6 +76,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		AdminToken:       *adminToken,
 		AdmissionTTL:     *admissionTTL,
 		TokenKeys:        *tokenKeys,
+		Role:             *role,
+		OriginURL:        *originURL,
+		OriginToken:      *originToken,
+		EdgeID:           *edgeID,
 		Logger:           logger,
 	})
 	if err != nil {
@@ -105,10 +119,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if *redisURL != "" {
 		gate = "Redis"
 	}
-	logger.Info("flashsale listening", "addr", base, "record", store, "gate", gate)
-	fmt.Fprintf(stdout, "flashsale listening on %s (record: %s, gate: %s)\n", base, store, gate)
+	if *role == httpapi.RoleEdge {
+		logger.Info("flashsale edge listening", "addr", base, "origin", *originURL)
+		fmt.Fprintf(stdout, "flashsale listening on %s (edge of %s)\n", base, *originURL)
+	} else {
+		logger.Info("flashsale listening", "addr", base, "role", *role, "record", store, "gate", gate)
+		fmt.Fprintf(stdout, "flashsale listening on %s (role: %s, record: %s, gate: %s)\n", base, *role, store, gate)
+	}
 
-	if *demo {
+	if *demo && *role != httpapi.RoleEdge {
 		if err := createDemo(ctx, eng, base, stdout); err != nil {
 			logger.Error("demo sale", "err", err)
 		}

@@ -1,0 +1,228 @@
+// Package queuetest is the conformance suite of waitroom.Queue: one set of
+// tests run on every implementation (package memory in process, package
+// redis shared by servers), so they cannot drift apart.
+package queuetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/waitroom"
+)
+
+var t0 = time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC)
+
+// Exercise runs the suite; newQueue returns an empty queue for one test.
+func Exercise(t *testing.T, newQueue func(t *testing.T) waitroom.Queue) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, q waitroom.Queue, sale string)
+	}{
+		{"JoinIsStable", testJoinIsStable},
+		{"JoinConcurrent", testJoinConcurrent},
+		{"EnterAndSeal", testEnterAndSeal},
+		{"SealConcurrentWithEnter", testSealConcurrentWithEnter},
+		{"AdmitNeverLowers", testAdmitNeverLowers},
+		{"Counters", testCounters},
+		{"Lead", testLead},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.fn(t, newQueue(t), flashsale.NewID("sale_"))
+		})
+	}
+}
+
+func testJoinIsStable(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	p1, a1, err := q.Join(ctx, sale, "alice", t0)
+	if err != nil || p1 != 1 || !a1.Equal(t0) {
+		t.Fatalf("first join: %d %v %v", p1, a1, err)
+	}
+	p2, _, _ := q.Join(ctx, sale, "bob", t0.Add(time.Second))
+	again, at, _ := q.Join(ctx, sale, "alice", t0.Add(time.Minute))
+	if p2 != 2 || again != 1 || !at.Equal(t0) {
+		t.Fatalf("bob %d, alice again %d at %v", p2, again, at)
+	}
+	if n, _ := q.Len(ctx, sale); n != 2 {
+		t.Fatalf("Len %d, want 2", n)
+	}
+	if n, _ := q.Len(ctx, flashsale.NewID("sale_")); n != 0 {
+		t.Fatalf("Len of an unknown sale %d", n)
+	}
+}
+
+func testJoinConcurrent(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	const users, asks = 200, 3
+	got := make([][asks]int64, users)
+	var wg sync.WaitGroup
+	for u := 0; u < users; u++ {
+		for a := 0; a < asks; a++ {
+			wg.Add(1)
+			go func(u, a int) {
+				defer wg.Done()
+				p, _, err := q.Join(ctx, sale, fmt.Sprintf("u%d", u), t0)
+				if err != nil {
+					t.Error(err)
+				}
+				got[u][a] = p
+			}(u, a)
+		}
+	}
+	wg.Wait()
+	seen := map[int64]bool{}
+	for u := range got {
+		if got[u][0] != got[u][1] || got[u][1] != got[u][2] {
+			t.Fatalf("user %d got places %v", u, got[u])
+		}
+		if seen[got[u][0]] {
+			t.Fatalf("place %d given twice", got[u][0])
+		}
+		seen[got[u][0]] = true
+	}
+	for p := int64(1); p <= users; p++ {
+		if !seen[p] {
+			t.Fatalf("place %d never given: places are not 1..%d", p, users)
+		}
+	}
+}
+
+func testEnterAndSeal(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	for i, u := range []string{"a", "b", "c"} {
+		if _, err := q.Enter(ctx, sale, u, t0.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if at, err := q.Enter(ctx, sale, "a", t0.Add(time.Hour)); err != nil || !at.Equal(t0) {
+		t.Fatalf("entering again: %v %v, want the first time", at, err)
+	}
+	if at, ok, err := q.Entered(ctx, sale, "b"); err != nil || !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("Entered(b): %v %v %v", at, ok, err)
+	}
+	if _, ok, _ := q.Entered(ctx, sale, "zed"); ok {
+		t.Fatal("zed never entered")
+	}
+	n, err := q.Seal(ctx, sale)
+	if err != nil || n != 3 {
+		t.Fatalf("Seal: %d %v", n, err)
+	}
+	if _, err := q.Enter(ctx, sale, "late", t0); !errors.Is(err, flashsale.ErrSealed) {
+		t.Fatalf("Enter after the seal: %v", err)
+	}
+	if at, err := q.Enter(ctx, sale, "c", t0.Add(time.Hour)); err != nil || !at.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("an entrant entering again after the seal: %v %v", at, err)
+	}
+	if n, _ := q.Seal(ctx, sale); n != 3 {
+		t.Fatalf("sealing again: %d", n)
+	}
+	list, _ := q.Entrants(ctx, sale)
+	sort.Strings(list)
+	if fmt.Sprint(list) != "[a b c]" {
+		t.Fatalf("Entrants %v", list)
+	}
+	// Places after the seal follow the entrants'.
+	if p, _, _ := q.Join(ctx, sale, "late", t0); p != 4 {
+		t.Fatalf("first place after the seal %d, want 4", p)
+	}
+	if n, _ := q.Len(ctx, sale); n != 4 {
+		t.Fatalf("Len after the seal %d, want 4", n)
+	}
+}
+
+func testSealConcurrentWithEnter(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	in := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			u := fmt.Sprintf("u%d", i)
+			_, err := q.Enter(ctx, sale, u, t0)
+			if err == nil {
+				mu.Lock()
+				in[u] = true
+				mu.Unlock()
+			} else if !errors.Is(err, flashsale.ErrSealed) {
+				t.Error(err)
+			}
+		}(i)
+	}
+	var sealed int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n, err := q.Seal(ctx, sale)
+		if err != nil {
+			t.Error(err)
+		}
+		sealed = n
+	}()
+	wg.Wait()
+	list, _ := q.Entrants(ctx, sale)
+	if int64(len(list)) != sealed || len(list) != len(in) {
+		t.Fatalf("sealed %d, %d entrants listed, %d told they entered", sealed, len(list), len(in))
+	}
+	for _, u := range list {
+		if !in[u] {
+			t.Fatalf("%s is listed but was told the draw had closed", u)
+		}
+	}
+}
+
+func testAdmitNeverLowers(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	if n, _ := q.Admitted(ctx, sale); n != 0 {
+		t.Fatalf("a new sale admitted up to %d", n)
+	}
+	if n, _ := q.Admit(ctx, sale, 10); n != 10 {
+		t.Fatalf("Admit(10) = %d", n)
+	}
+	if n, _ := q.Admit(ctx, sale, 4); n != 10 {
+		t.Fatalf("Admit(4) after 10 = %d, want 10", n)
+	}
+	if n, _ := q.Admitted(ctx, sale); n != 10 {
+		t.Fatalf("Admitted %d", n)
+	}
+}
+
+func testCounters(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := q.Add(ctx, sale, waitroom.CounterClaims, 2); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, _ := q.Counter(ctx, sale, waitroom.CounterClaims); n != 100 {
+		t.Fatalf("claims %d, want 100", n)
+	}
+	if n, _ := q.Counter(ctx, sale, waitroom.CounterAttempts); n != 0 {
+		t.Fatalf("attempts %d, want 0", n)
+	}
+}
+
+func testLead(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	ok, err := q.Lead(ctx, "pacer:"+sale, "origin-a", time.Second)
+	if err != nil || !ok {
+		t.Fatalf("first lead: %v %v", ok, err)
+	}
+	if ok, _ := q.Lead(ctx, "pacer:"+sale, "origin-a", time.Second); !ok {
+		t.Fatal("the leader could not renew")
+	}
+}

@@ -1,0 +1,351 @@
+package waitroom
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Everyone is the AdmittedUpTo of a sale that paces no one: every place
+// is admitted as soon as the sale opens.
+const Everyone = math.MaxInt64
+
+// Snapshot is all the waiting room needs to answer a sale's tickets and
+// polls: the published sale, its live figures and how far its queue is
+// admitted. The origin builds one per sale at most every SnapshotTTL; an
+// edge fetches them all from the origin at least every 250ms. No poll
+// touches the gate or the record.
+type Snapshot struct {
+	Sale SaleInfo `json:"sale"`
+	// Loaded is false when the gate has no counter for the sale.
+	Loaded  bool  `json:"loaded"`
+	Counter int64 `json:"counter"`
+	// Pending is the units held by reservations that may still expire;
+	// read only once the counter is gone (it says whether sold out is
+	// final).
+	Pending int64 `json:"pending"`
+	Epoch   int64 `json:"epoch"`
+	// Issued is how many places the queue has given.
+	Issued int64 `json:"issued"`
+	// AdmittedUpTo is the last admitted place (Everyone: all of them).
+	AdmittedUpTo int64 `json:"admittedUpTo"`
+	// Rate is the measured admissions a second, for honest estimates.
+	Rate float64 `json:"rate"`
+	// Drawn, Seed (hex), Entrants and Winners describe a random or lottery
+	// sale's draw once it has run; the seed is revealed only then.
+	Drawn    bool      `json:"drawn"`
+	Seed     string    `json:"seed,omitempty"`
+	Entrants int64     `json:"entrants,omitempty"`
+	Winners  int64     `json:"winners,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// SaleInfo is the part of a sale the waiting room publishes and decides
+// on: never the draw's secret seed.
+type SaleInfo struct {
+	ID                   string              `json:"id"`
+	SKU                  string              `json:"sku"`
+	Name                 string              `json:"name"`
+	State                flashsale.SaleState `json:"state"`
+	PauseReason          string              `json:"pauseReason,omitempty"`
+	InitialStock         int                 `json:"initialStock"`
+	OpensAt              time.Time           `json:"opensAt"`
+	ClosesAt             time.Time           `json:"closesAt"`
+	HoldSeconds          int                 `json:"holdSeconds"`
+	PerUserLimit         int                 `json:"perUserLimit"`
+	Fairness             flashsale.Fairness  `json:"fairness"`
+	RegistrationClosesAt time.Time           `json:"registrationClosesAt"`
+	AdmissionPerSecond   int                 `json:"admissionPerSecond"`
+	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
+	ChallengeBits        int                 `json:"challengeBits"`
+	SeedCommitment       string              `json:"seedCommitment,omitempty"`
+	Epoch                int64               `json:"epoch"`
+}
+
+// InfoOf returns the published part of a sale.
+func InfoOf(s *flashsale.Sale) SaleInfo {
+	return SaleInfo{
+		ID: s.ID, SKU: s.SKU, Name: s.Name, State: s.State, PauseReason: s.PauseReason, InitialStock: s.InitialStock,
+		OpensAt: s.OpensAt, ClosesAt: s.ClosesAt, HoldSeconds: s.HoldSeconds, PerUserLimit: s.PerUserLimit,
+		Fairness: s.Fairness, RegistrationClosesAt: s.RegistrationClosesAt, AdmissionPerSecond: s.AdmissionPerSecond,
+		MinAccountAgeSeconds: s.MinAccountAgeSeconds, ChallengeBits: s.ChallengeBits, SeedCommitment: s.SeedCommitment,
+		Epoch: s.Epoch,
+	}
+}
+
+// Sale returns the info as a flashsale.Sale, for the code that decides on
+// sales (StateAt, MinAccountAge).
+func (i SaleInfo) Sale() *flashsale.Sale {
+	return &flashsale.Sale{
+		ID: i.ID, SKU: i.SKU, Name: i.Name, State: i.State, PauseReason: i.PauseReason, InitialStock: i.InitialStock,
+		OpensAt: i.OpensAt, ClosesAt: i.ClosesAt, HoldSeconds: i.HoldSeconds, PerUserLimit: i.PerUserLimit,
+		Fairness: i.Fairness, RegistrationClosesAt: i.RegistrationClosesAt, AdmissionPerSecond: i.AdmissionPerSecond,
+		MinAccountAgeSeconds: i.MinAccountAgeSeconds, ChallengeBits: i.ChallengeBits, SeedCommitment: i.SeedCommitment,
+		Epoch: i.Epoch,
+	}
+}
+
+// Snapshots gives the waiting room its snapshots: OriginSnapshots at the
+// origin, EdgeSnapshots at an edge.
+type Snapshots interface {
+	// Snapshot returns the SKU's snapshot; flashsale.ErrNotFound for an
+	// unknown SKU; a CodeUnavailable error when it cannot be known.
+	Snapshot(ctx context.Context, sku string) (*Snapshot, error)
+	// DrawIndex returns the index of a drawn sale's entrants.
+	DrawIndex(ctx context.Context, snap *Snapshot) (*DrawIndex, error)
+	// DrawDocument returns a drawn sale's published draw.
+	DrawDocument(ctx context.Context, snap *Snapshot) (*DrawDocument, error)
+}
+
+func hexSeed(s string) ([]byte, error) {
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) == 0 {
+		return nil, errors.New("the draw's seed is not hex")
+	}
+	return b, nil
+}
+
+// ErrOriginUnavailable is what an edge answers while it cannot see the
+// origin: come back shortly, never a pass-through.
+var ErrOriginUnavailable = &flashsale.Error{Code: flashsale.CodeUnavailable,
+	Message: "The waiting room is busy; your place is kept. Please come back shortly.", RetryAfter: 5 * time.Second}
+
+// OriginSnapshots builds snapshots from the catalog, the gate, the record
+// and the queue, at most one per sale every TTL. Safe for concurrent use.
+type OriginSnapshots struct {
+	Catalog interface {
+		BySKU(ctx context.Context, sku string) (*flashsale.Sale, error)
+	}
+	Gate  flashsale.GateAdmin
+	Store interface {
+		SaleTotals(ctx context.Context, saleID string) (flashsale.SaleTotals, error)
+		Draw(ctx context.Context, saleID string) (*flashsale.Draw, error)
+	}
+	Queue Queue
+	Now   func() time.Time
+	// TTL is how stale a snapshot may be (default 100ms).
+	TTL time.Duration
+
+	mu      sync.Mutex
+	cache   map[string]*Snapshot
+	rates   map[string]rateTrack
+	draws   map[string]*flashsale.Draw
+	indexes map[string]*DrawIndex
+	flight  singleflight.Group
+}
+
+type rateTrack struct {
+	at       time.Time
+	admitted int64
+	rate     float64
+}
+
+func (o *OriginSnapshots) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
+// Snapshot implements Snapshots.
+func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, error) {
+	ttl := o.TTL
+	if ttl <= 0 {
+		ttl = 100 * time.Millisecond
+	}
+	sale, err := o.Catalog.BySKU(ctx, sku)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	snap, ok := o.cache[sku]
+	o.mu.Unlock()
+	if ok && o.now().Sub(snap.At) < ttl && snap.Sale.ID == sale.ID && sameSale(snap.Sale, sale) {
+		return snap, nil
+	}
+	v, err, _ := o.flight.Do(sku, func() (any, error) { return o.build(context.WithoutCancel(ctx), sale) })
+	if err != nil {
+		if ok && snap.Sale.ID == sale.ID {
+			// Serve the last figures rather than an error page: an error is
+			// an instruction to press the button again.
+			return snap, nil
+		}
+		return nil, &flashsale.Error{Code: flashsale.CodeUnavailable,
+			Message:    "The waiting room cannot see the sale right now; your place is kept, come back shortly.",
+			RetryAfter: 2 * time.Second, Err: err}
+	}
+	return v.(*Snapshot), nil
+}
+
+// sameSale reports whether the snapshot was built from the sale as it is
+// now (a pause or a change shows at once, not after the TTL).
+func sameSale(info SaleInfo, s *flashsale.Sale) bool {
+	return info.State == s.State && info.Epoch == s.Epoch && info.AdmissionPerSecond == s.AdmissionPerSecond &&
+		info.ClosesAt.Equal(s.ClosesAt) && info.InitialStock == s.InitialStock
+}
+
+func (o *OriginSnapshots) build(ctx context.Context, sale *flashsale.Sale) (*Snapshot, error) {
+	now := o.now()
+	g, err := o.Gate.Snapshot(ctx, sale.ID)
+	if err != nil {
+		return nil, err
+	}
+	snap := &Snapshot{Sale: InfoOf(sale), Loaded: g.Loaded, Counter: g.Counter, Epoch: g.Epoch, At: now}
+	if !g.Loaded {
+		snap.Epoch = sale.Epoch
+	}
+	// Pending only matters once the counter is gone: it says whether sold
+	// out is final. Reading it then, and only then, keeps the record out
+	// of the poll path while stock lasts.
+	if g.Loaded && g.Counter <= 0 {
+		totals, err := o.Store.SaleTotals(ctx, sale.ID)
+		if err != nil {
+			return nil, err
+		}
+		snap.Pending = totals.Pending
+	}
+	if snap.Issued, err = o.Queue.Len(ctx, sale.ID); err != nil {
+		return nil, err
+	}
+	snap.AdmittedUpTo = Everyone
+	if sale.AdmissionPerSecond > 0 {
+		if snap.AdmittedUpTo, err = o.Queue.Admitted(ctx, sale.ID); err != nil {
+			return nil, err
+		}
+	}
+	if sale.Fairness != flashsale.FairnessFIFO {
+		d, err := o.draw(ctx, sale.ID)
+		if err != nil && !errors.Is(err, flashsale.ErrNotFound) {
+			return nil, err
+		}
+		if d != nil && !d.DrawnAt.IsZero() {
+			snap.Drawn, snap.Seed = true, hex.EncodeToString(d.Seed)
+			snap.Entrants, snap.Winners = int64(d.Entrants), int64(d.Winners)
+		}
+	}
+	o.mu.Lock()
+	if o.cache == nil {
+		o.cache, o.rates = map[string]*Snapshot{}, map[string]rateTrack{}
+	}
+	snap.Rate = o.measure(sale, snap.AdmittedUpTo, now)
+	o.cache[sale.SKU] = snap
+	o.mu.Unlock()
+	return snap, nil
+}
+
+// measure tracks the admissions a second, smoothed, for wait estimates.
+// Called with o.mu held.
+func (o *OriginSnapshots) measure(sale *flashsale.Sale, admitted int64, now time.Time) float64 {
+	if admitted == Everyone {
+		return 0
+	}
+	r, ok := o.rates[sale.ID]
+	if ok && now.After(r.at) {
+		dt := now.Sub(r.at).Seconds()
+		inst := float64(admitted-r.admitted) / dt
+		// Smooth over about five seconds.
+		alpha := math.Min(1, dt/5)
+		r.rate += alpha * (inst - r.rate)
+	} else if !ok {
+		r.rate = float64(sale.AdmissionPerSecond)
+	}
+	r.at, r.admitted = now, admitted
+	o.rates[sale.ID] = r
+	return r.rate
+}
+
+// draw returns the sale's draw from the record, cached once drawn (a draw
+// never changes after).
+func (o *OriginSnapshots) draw(ctx context.Context, saleID string) (*flashsale.Draw, error) {
+	o.mu.Lock()
+	d, ok := o.draws[saleID]
+	o.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	d, err := o.Store.Draw(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	if !d.DrawnAt.IsZero() {
+		o.mu.Lock()
+		if o.draws == nil {
+			o.draws = map[string]*flashsale.Draw{}
+		}
+		o.draws[saleID] = d
+		o.mu.Unlock()
+	}
+	return d, nil
+}
+
+// DrawIndex implements Snapshots, from the published document.
+func (o *OriginSnapshots) DrawIndex(ctx context.Context, snap *Snapshot) (*DrawIndex, error) {
+	o.mu.Lock()
+	ix, ok := o.indexes[snap.Sale.ID]
+	o.mu.Unlock()
+	if ok {
+		return ix, nil
+	}
+	v, err, _ := o.flight.Do("index:"+snap.Sale.ID, func() (any, error) {
+		d, err := o.draw(ctx, snap.Sale.ID)
+		if err != nil {
+			return nil, err
+		}
+		doc, err := DecodeDrawDocument(d.Document)
+		if err != nil {
+			return nil, err
+		}
+		ix := NewDrawIndex(snap.Sale.ID, d.Seed, doc.Order)
+		o.mu.Lock()
+		if o.indexes == nil {
+			o.indexes = map[string]*DrawIndex{}
+		}
+		o.indexes[snap.Sale.ID] = ix
+		o.mu.Unlock()
+		return ix, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*DrawIndex), nil
+}
+
+// DrawDocument implements Snapshots, from the record.
+func (o *OriginSnapshots) DrawDocument(ctx context.Context, snap *Snapshot) (*DrawDocument, error) {
+	d, err := o.draw(ctx, snap.Sale.ID)
+	if err != nil {
+		return nil, err
+	}
+	if d.DrawnAt.IsZero() {
+		return nil, flashsale.ErrNotFound
+	}
+	return DecodeDrawDocument(d.Document)
+}
+
+// Snapshots returns the snapshots of every active sale, for the edges.
+func (o *OriginSnapshots) All(ctx context.Context, sales []*flashsale.Sale) ([]*Snapshot, error) {
+	out := make([]*Snapshot, 0, len(sales))
+	for _, s := range sales {
+		snap, err := o.Snapshot(ctx, s.SKU)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, snap)
+	}
+	return out, nil
+}
+
+// Invalidate drops a sale's cached snapshot, so the next poll builds a new
+// one.
+func (o *OriginSnapshots) Invalidate(sku string) {
+	o.mu.Lock()
+	delete(o.cache, sku)
+	o.mu.Unlock()
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/catalog"
+	"github.com/flashsale/flashsale/challenge"
 	"github.com/flashsale/flashsale/control"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/identity"
@@ -95,6 +96,11 @@ type Config struct {
 	// (zero: their defaults).
 	PaceTick     time.Duration
 	DrawInterval time.Duration
+	// ReserveBudget is each shopper's, and each payment instrument's,
+	// reserve budget per sale: Burst at once, one more every Every
+	// (default 5, one every 2s). Burst < 0 turns rate limiting off.
+	ReserveEvery time.Duration
+	ReserveBurst int
 }
 
 // Engine is an assembled server. Its Handler serves the API; Start runs the
@@ -124,6 +130,8 @@ type Engine struct {
 	// DevelopmentKey reports that shopper JWTs are verified with the
 	// well-known development key.
 	DevelopmentKey bool
+
+	limiter purchase.Limiter
 
 	closers []func() error
 }
@@ -197,10 +205,11 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Store, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
+		Limiter: e.limiter, Suspect: e.suspect,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
 		GateTimeout: cfg.GateTimeout, Logger: logger, Metrics: e.Metrics})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
-		AdmissionTTL: cfg.AdmissionTTL})
+		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
 	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Store, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
 	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Store, Sales: e.Catalog,
@@ -210,6 +219,13 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		Store: e.Store, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
 		AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
 	return e, nil
+}
+
+// suspect holds a shopper under the automation policy.
+func (e *Engine) suspect(ctx context.Context, saleID, userID, reason string) {
+	if err := e.Queue.Flag(context.WithoutCancel(ctx), saleID, userID, reason); err != nil {
+		e.Config.Logger.Warn("flag a suspected bot", "sale", saleID, "err", err)
+	}
 }
 
 // decided feeds the pacer: every reserve the gate was asked about, with
@@ -241,7 +257,7 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	e.Edge = waitroom.NewEdgeSnapshots(waitroom.EdgeConfig{Origin: strings.TrimRight(cfg.OriginURL, "/"),
 		Token: cfg.OriginToken, EdgeID: cfg.EdgeID, Now: cfg.Now, Logger: cfg.Logger})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
-		AdmissionTTL: cfg.AdmissionTTL})
+		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
 	e.Handler = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
 		Page: page.Handler(), Ready: e.edgeReady, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
 	return nil
@@ -286,9 +302,20 @@ func (e *Engine) openStore(ctx context.Context) error {
 
 func (e *Engine) openGate(ctx context.Context) error {
 	cfg := e.Config
+	every, burst := cfg.ReserveEvery, cfg.ReserveBurst
+	if every <= 0 {
+		every = 2 * time.Second
+	}
+	if burst == 0 {
+		burst = 5
+	}
 	if cfg.RedisURL == "" {
 		e.Gate = memory.New(memory.Config{Now: cfg.Now})
 		e.Queue = memory.NewQueue()
+		if burst > 0 {
+			b := memory.Budget{Every: every, Burst: burst}
+			e.limiter = memory.NewLimiter(b, b)
+		}
 		return nil
 	}
 	client, err := OpenRedis(ctx, cfg.RedisURL)
@@ -298,6 +325,10 @@ func (e *Engine) openGate(ctx context.Context) error {
 	e.closers = append(e.closers, func() error { client.Close(); return nil })
 	e.Gate = fsredis.New(fsredis.Config{Client: client, Prefix: cfg.RedisPrefix, Now: cfg.Now})
 	e.Queue = fsredis.NewQueue(client, cfg.RedisPrefix)
+	if burst > 0 {
+		b := fsredis.Budget{Every: every, Burst: burst}
+		e.limiter = fsredis.NewLimiter(client, cfg.RedisPrefix, b, b)
+	}
 	return nil
 }
 

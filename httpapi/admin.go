@@ -142,6 +142,8 @@ type adminSaleJSON struct {
 	// Warm says the counter is loaded and every edge holds the sale.
 	Warm  bool       `json:"warm"`
 	Edges []edgeJSON `json:"edges"`
+	// HeldAsAutomation counts shoppers held under the automation policy.
+	HeldAsAutomation int `json:"heldAsAutomation"`
 	// Pacing is what the pacer last decided; Draw the draw, for random
 	// and lottery sales.
 	Pacing *pacingJSON `json:"pacing,omitempty"`
@@ -219,6 +221,11 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		}
 	}
 	v.Edges = s.edges.of(sale.SKU, now)
+	if s.cfg.Queue != nil {
+		if held, err := s.cfg.Queue.Suspects(ctx, sale.ID); err == nil {
+			v.HeldAsAutomation = len(held)
+		}
+	}
 	if s.cfg.Watcher != nil {
 		if res, ok := s.cfg.Watcher.Last(sale.ID); ok {
 			at := res.CheckedAt.UTC()

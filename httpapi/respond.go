@@ -43,6 +43,7 @@ var statusOf = map[flashsale.Code]int{
 	flashsale.CodeClosed:               http.StatusConflict,
 	flashsale.CodeNotSelected:          http.StatusConflict,
 	flashsale.CodeNotRegistered:        http.StatusConflict,
+	"not_admitted":                     http.StatusConflict,
 	flashsale.CodeSaleExists:           http.StatusConflict,
 	flashsale.CodeNotOpen:              http.StatusConflict,
 	flashsale.CodeInvalidState:         http.StatusConflict,

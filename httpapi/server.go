@@ -104,6 +104,7 @@ func (s *Server) routes() {
 		m.HandleFunc("GET /sale/{sku}/ticket", s.getTicket)
 		m.HandleFunc("GET /sale/{sku}/status", s.getStatus)
 		m.HandleFunc("POST /sale/{sku}/register", s.postRegister)
+		m.HandleFunc("POST /sale/{sku}/admission", s.postAdmission)
 		if s.cfg.Page != nil {
 			m.Handle("GET /sale/{sku}/{$}", s.cfg.Page)
 			m.Handle("GET /assets/", s.cfg.Page)

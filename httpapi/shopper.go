@@ -35,6 +35,8 @@ type publicSaleJSON struct {
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
 	// Drawn says the draw has run: GET /sale/{sku}/draw publishes it.
 	Drawn bool `json:"drawn,omitempty"`
+	// AutomationPolicy is the published policy on suspected automation.
+	AutomationPolicy string `json:"automationPolicy"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -76,6 +78,7 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
 			Challenge:            sale.ChallengeBits > 0,
 		},
 	}
+	out.AutomationPolicy = waitroom.AutomationPolicy
 	if sale.Fairness != flashsale.FairnessFIFO {
 		out.SeedCommitment = sale.SeedCommitment
 		out.Policy.DrawAlgorithm = waitroom.DrawAlgorithm
@@ -192,6 +195,15 @@ type statusJSON struct {
 	UnitsLeft *int64 `json:"unitsLeft,omitempty"`
 	Chance    string `json:"chance,omitempty"`
 	Token     string `json:"token,omitempty"`
+
+	Challenge *challengeJSON `json:"challenge,omitempty"`
+}
+
+type challengeJSON struct {
+	Algorithm      string `json:"algorithm"`
+	Salt           string `json:"salt"`
+	DifficultyBits int    `json:"difficultyBits"`
+	ExpiresIn      int64  `json:"expiresIn"`
 }
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
@@ -219,11 +231,41 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		out.AdmissionToken, out.ExpiresIn = st.AdmissionToken, &exp
 	case waitroom.StateSoldOut:
 		out.Final = &st.Final
+	case waitroom.StateChallenge:
+		c := st.Challenge
+		out.Challenge = &challengeJSON{Algorithm: c.Algorithm, Salt: c.Salt, DifficultyBits: c.DifficultyBits,
+			ExpiresIn: seconds(c.Expires.Sub(s.cfg.Now()))}
 	}
 	if st.RetryAfter > 0 {
 		setRetryAfter(w, st.RetryAfter)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+type admissionBody struct {
+	Token string `json:"token"`
+	Salt  string `json:"salt"`
+	Nonce string `json:"nonce"`
+}
+
+// postAdmission takes a solved proof of work for the admission step.
+func (s *Server) postAdmission(w http.ResponseWriter, r *http.Request) {
+	sku := r.PathValue("sku")
+	var b admissionBody
+	if err := decode(w, r, &b, false); err != nil {
+		s.reject(w, r, sku, err)
+		return
+	}
+	if b.Token == "" || b.Salt == "" || b.Nonce == "" {
+		s.reject(w, r, sku, flashsale.Errorf(flashsale.CodeBadRequest, "token, salt and nonce are required."))
+		return
+	}
+	st, err := s.cfg.Room.Admission(r.Context(), sku, b.Token, b.Salt, b.Nonce)
+	if err != nil {
+		s.reject(w, r, sku, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"admissionToken": st.AdmissionToken, "expiresIn": seconds(st.ExpiresIn)})
 }
 
 type reserveBody struct {

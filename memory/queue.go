@@ -29,6 +29,8 @@ type saleQueue struct {
 	mu       sync.Mutex // guards entrants, counters and the seal
 	entrants map[string]int64
 	counters map[string]int64
+	spent    map[string]int64 // id -> until (unix ms)
+	suspects map[string]string
 	shards   [queueShards]struct {
 		mu     sync.Mutex
 		places map[string]place
@@ -48,7 +50,8 @@ func (q *Queue) sale(saleID string) *saleQueue {
 	if v, ok := q.sales.Load(saleID); ok {
 		return v.(*saleQueue)
 	}
-	sq := &saleQueue{entrants: map[string]int64{}, counters: map[string]int64{}}
+	sq := &saleQueue{entrants: map[string]int64{}, counters: map[string]int64{}, spent: map[string]int64{},
+		suspects: map[string]string{}}
 	for i := range sq.shards {
 		sq.shards[i].places = make(map[string]place)
 	}
@@ -176,6 +179,51 @@ func (q *Queue) Counter(_ context.Context, saleID, counter string) (int64, error
 // Lead reports whether holder leads the named task: in one process there
 // is no one else, so it always does.
 func (q *Queue) Lead(context.Context, string, string, time.Duration) (bool, error) { return true, nil }
+
+// Spend marks id used for ttl and reports whether this call did. Expired
+// marks are pruned as the set grows.
+func (q *Queue) Spend(_ context.Context, saleID, id string, ttl time.Duration) (bool, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	if _, ok := sq.spent[id]; ok {
+		return false, nil
+	}
+	// Marks past their time are pruned by the wall clock, now and then,
+	// as the set grows; until then a mark holds whatever the time.
+	if now := time.Now().UnixMilli(); len(sq.spent) >= 1024 && len(sq.spent)%1024 == 0 {
+		for k, u := range sq.spent {
+			if u <= now {
+				delete(sq.spent, k)
+			}
+		}
+	}
+	sq.spent[id] = time.Now().Add(ttl).UnixMilli()
+	return true, nil
+}
+
+// Flag holds a shopper suspected of automation, keeping the first reason.
+func (q *Queue) Flag(_ context.Context, saleID, userID, reason string) error {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	if _, ok := sq.suspects[userID]; !ok {
+		sq.suspects[userID] = reason
+	}
+	return nil
+}
+
+// Suspects returns the held shoppers and why.
+func (q *Queue) Suspects(_ context.Context, saleID string) (map[string]string, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	out := make(map[string]string, len(sq.suspects))
+	for u, r := range sq.suspects {
+		out[u] = r
+	}
+	return out, nil
+}
 
 // DropQueue forgets a sale's queue.
 func (q *Queue) DropQueue(saleID string) { q.sales.Delete(saleID) }

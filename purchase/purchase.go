@@ -21,6 +21,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/catalog"
+	"github.com/flashsale/flashsale/internal/window"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/token"
 )
@@ -54,6 +55,12 @@ type Config struct {
 	// GateFailed is told of a gate call that failed; it pauses the sale
 	// if the gate is unreachable (see control.Service.GateFailed).
 	GateFailed func(ctx context.Context, saleID string, cause error)
+	// Suspect holds a shopper under the automation policy (one who keeps
+	// hitting the rate limits); nil holds no one.
+	Suspect func(ctx context.Context, saleID, userID, reason string)
+	// SuspectAfter is how many rate-limited reserves in an hour mark a
+	// shopper (default 10).
+	SuspectAfter int
 	// Decided is told of every reserve the gate was asked about: how long
 	// the gate and record took, and whether either failed. The waiting
 	// room's pacer admits by it.
@@ -77,6 +84,7 @@ type Service struct {
 	cfg     Config
 	answers *answerCache
 	flight  singleflight.Group
+	limited *window.Counter
 }
 
 // New returns a Service.
@@ -108,7 +116,10 @@ func New(cfg Config) *Service {
 	if cfg.Decided == nil {
 		cfg.Decided = func(context.Context, *flashsale.Sale, time.Duration, bool) {}
 	}
-	return &Service{cfg: cfg, answers: newAnswerCache(cfg.AnswerLimit, cfg.AnswerTTL)}
+	if cfg.SuspectAfter <= 0 {
+		cfg.SuspectAfter = 10
+	}
+	return &Service{cfg: cfg, answers: newAnswerCache(cfg.AnswerLimit, cfg.AnswerTTL), limited: window.New(time.Hour)}
 }
 
 // ReserveRequest is a shopper's reserve, after the HTTP layer has checked
@@ -282,6 +293,9 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 			return nil, errUnavailable(err)
 		}
 		if !ok {
+			if s.limited.Add(sale.ID+"\x1f"+req.UserID, now) > s.cfg.SuspectAfter && s.cfg.Suspect != nil {
+				s.cfg.Suspect(ctx, sale.ID, req.UserID, "kept hitting the purchase rate limits")
+			}
 			return nil, &flashsale.Error{Code: flashsale.CodeRateLimited,
 				Message: "Too many requests for this account or payment instrument; wait and try again.", RetryAfter: retry}
 		}

@@ -200,9 +200,31 @@ func (q *Queue) Lead(ctx context.Context, task, holder string, ttl time.Duration
 	return n == 1, err
 }
 
+// Spend marks id used for ttl and reports whether this call did (SET NX
+// with an expiry relative to Redis's own clock, so marks clean themselves
+// up and no clock skew can shorten them).
+func (q *Queue) Spend(ctx context.Context, saleID, id string, ttl time.Duration) (bool, error) {
+	err := q.client.Do(ctx, q.client.B().Set().Key(q.key(saleID, "spent:"+id)).Value("1").Nx().
+		PxMilliseconds(max(ttl.Milliseconds(), 1)).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Flag holds a shopper suspected of automation, keeping the first reason.
+func (q *Queue) Flag(ctx context.Context, saleID, userID, reason string) error {
+	return q.client.Do(ctx, q.client.B().Hsetnx().Key(q.key(saleID, "suspects")).Field(userID).Value(reason).Build()).Error()
+}
+
+// Suspects returns the held shoppers and why.
+func (q *Queue) Suspects(ctx context.Context, saleID string) (map[string]string, error) {
+	return q.client.Do(ctx, q.client.B().Hgetall().Key(q.key(saleID, "suspects")).Build()).AsStrMap()
+}
+
 // DropQueue forgets a sale's queue.
 func (q *Queue) DropQueue(ctx context.Context, saleID string) error {
 	keys := []string{q.key(saleID, "places"), q.key(saleID, "seq"), q.key(saleID, "entrants"), q.key(saleID, "sealed"),
-		q.key(saleID, "admitted"), q.key(saleID, "ctr:claims"), q.key(saleID, "ctr:attempts")}
+		q.key(saleID, "admitted"), q.key(saleID, "ctr:claims"), q.key(saleID, "ctr:attempts"), q.key(saleID, "suspects")}
 	return q.client.Do(ctx, q.client.B().Del().Key(keys...).Build()).Error()
 }

@@ -27,7 +27,7 @@ func FuzzVerifyTicket(f *testing.F) {
 	f.Add("")
 	f.Add("tkt_")
 	f.Add("tkt_." + strings.Repeat("A", 22))
-	f.Add("tkt_AQECazECdTECczHQDw4.NeumhFi3sPxUbC31cPmvZg")
+	f.Add("tkt_AgECazECdTECczHQDw4A.Em12eP_Zap23SRO2yMySgQ")
 	f.Fuzz(func(t *testing.T, s string) {
 		tk, err := ring.VerifyTicket(s)
 		if err != nil {

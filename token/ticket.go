@@ -13,6 +13,10 @@ type Ticket struct {
 	Arrival time.Time
 	// Position is the shopper's place in the sale's queue.
 	Position int64
+	// AccountCreated is the shopper's account creation time (to the
+	// second; zero when the sign-in did not say), so that the edge can
+	// set a young account's proof-of-work harder with no lookup.
+	AccountCreated time.Time
 }
 
 // SignTicket returns t as a "tkt_" token signed with the ring's signing key.
@@ -22,7 +26,12 @@ func (r *Keyring) SignTicket(t Ticket) string {
 		b = appendString(b, t.UserID)
 		b = appendString(b, t.SaleID)
 		b = appendVarint(b, t.Arrival.UnixMilli())
-		return appendVarint(b, t.Position)
+		b = appendVarint(b, t.Position)
+		var created int64
+		if !t.AccountCreated.IsZero() {
+			created = t.AccountCreated.Unix()
+		}
+		return appendVarint(b, created)
 	})
 }
 
@@ -46,15 +55,21 @@ func (r *Keyring) VerifyTicket(s string) (Ticket, error) {
 	s0, s1 := p.span()
 	arrival := p.varint()
 	position := p.varint()
+	created := p.varint()
 	if !p.done() {
 		return Ticket{}, ErrInvalid
+	}
+	var createdAt time.Time
+	if created != 0 {
+		createdAt = time.Unix(created, 0).UTC()
 	}
 	// One allocation for both strings: they lie in one run of the payload.
 	str := string(p.b[u0:s1])
 	return Ticket{
 		UserID:   str[:u1-u0],
 		SaleID:   str[s0-u0:],
-		Arrival:  time.UnixMilli(arrival).UTC(),
-		Position: position,
+		Arrival:        time.UnixMilli(arrival).UTC(),
+		Position:       position,
+		AccountCreated: createdAt,
 	}, nil
 }

@@ -47,7 +47,7 @@ var (
 )
 
 const (
-	formatVersion = 1
+	formatVersion = 2
 	macLen        = 16 // bytes of HMAC-SHA256 kept; 128 bits is beyond forging by trial
 	macB64Len     = 22 // base64url length of macLen bytes
 	prefixLen     = 4
@@ -275,3 +275,13 @@ func (p *reader) varint() int64 {
 // done reports whether every read succeeded and the payload was read to its
 // last byte: trailing bytes make a token invalid.
 func (p *reader) done() bool { return !p.bad && p.off == len(p.b) }
+
+// Derive returns a secret for another purpose (the proof-of-work salts,
+// say) derived from the signing key: HMAC-SHA256(key, "flashsale/derive/"
+// + label). Different labels give unrelated secrets, and none reveals the
+// signing key. Rotating the signing key changes every derived secret.
+func (r *Keyring) Derive(label string) []byte {
+	m := hmac.New(sha256.New, r.keys[0].Secret)
+	m.Write([]byte("flashsale/derive/" + label))
+	return m.Sum(nil)
+}

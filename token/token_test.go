@@ -297,13 +297,14 @@ func TestFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []byte{
-		1,           // version
+		2,           // version
 		1,           // kind: ticket
 		2, 'k', '1', // key id
 		2, 'u', '1', // user id
 		2, 's', '1', // sale id
 		0xd0, 0x0f, // arrival 1000 ms, zig-zag varint
 		14, // position 7, zig-zag varint
+		0,  // account created: not given
 	}
 	if string(payload) != string(want) {
 		t.Errorf("payload = %v, want %v", payload, want)
@@ -311,7 +312,7 @@ func TestFormat(t *testing.T) {
 	if raw, err := base64.RawURLEncoding.Strict().DecodeString(mac); err != nil || len(raw) != 16 {
 		t.Errorf("mac %q: %d bytes, %v; want 16", mac, len(raw), err)
 	}
-	const golden = "tkt_AQECazECdTECczHQDw4.NeumhFi3sPxUbC31cPmvZg"
+	const golden = "tkt_AgECazECdTECczHQDw4A.Em12eP_Zap23SRO2yMySgQ"
 	if s != golden {
 		t.Errorf("token = %q, want %q: a change of layout or MAC must be deliberate", s, golden)
 	}

@@ -41,6 +41,15 @@ type Queue interface {
 	// Lead reports whether holder leads the named task among the servers
 	// sharing the queue, taking or renewing a lease of ttl.
 	Lead(ctx context.Context, task, holder string, ttl time.Duration) (bool, error)
+
+	// Spend marks id (a proof-of-work salt) used for ttl and reports
+	// whether this call did: an id is spent at most once while marked.
+	Spend(ctx context.Context, saleID, id string, ttl time.Duration) (bool, error)
+
+	// Flag holds a shopper suspected of automation (see the published
+	// policy), with the first reason given; Suspects lists the held.
+	Flag(ctx context.Context, saleID, userID, reason string) error
+	Suspects(ctx context.Context, saleID string) (map[string]string, error)
 }
 
 // Names of the pacer's counters.

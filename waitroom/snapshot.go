@@ -40,11 +40,14 @@ type Snapshot struct {
 	Rate float64 `json:"rate"`
 	// Drawn, Seed (hex), Entrants and Winners describe a random or lottery
 	// sale's draw once it has run; the seed is revealed only then.
-	Drawn    bool      `json:"drawn"`
-	Seed     string    `json:"seed,omitempty"`
-	Entrants int64     `json:"entrants,omitempty"`
-	Winners  int64     `json:"winners,omitempty"`
-	At       time.Time `json:"at"`
+	Drawn    bool   `json:"drawn"`
+	Seed     string `json:"seed,omitempty"`
+	Entrants int64  `json:"entrants,omitempty"`
+	Winners  int64  `json:"winners,omitempty"`
+	// Suspects are the shoppers held under the automation policy: their
+	// places are kept, but never admitted.
+	Suspects map[string]string `json:"suspects,omitempty"`
+	At       time.Time         `json:"at"`
 }
 
 // SaleInfo is the part of a sale the waiting room publishes and decides
@@ -219,6 +222,9 @@ func (o *OriginSnapshots) build(ctx context.Context, sale *flashsale.Sale) (*Sna
 		if snap.AdmittedUpTo, err = o.Queue.Admitted(ctx, sale.ID); err != nil {
 			return nil, err
 		}
+	}
+	if snap.Suspects, err = o.Queue.Suspects(ctx, sale.ID); err != nil {
+		return nil, err
 	}
 	if sale.Fairness != flashsale.FairnessFIFO {
 		d, err := o.draw(ctx, sale.ID)

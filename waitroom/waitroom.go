@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/challenge"
+	"github.com/flashsale/flashsale/internal/window"
 	"github.com/flashsale/flashsale/token"
 )
 
@@ -27,9 +29,21 @@ type Config struct {
 	Queue     Queue
 	Tokens    *token.Keyring
 	Snapshots Snapshots
-	Now       func() time.Time
+	// Challenges issues the proof of work of sales that set challengeBits;
+	// Difficulty adapts it per shopper.
+	Challenges *challenge.Issuer
+	Difficulty challenge.Policy
+	Now        func() time.Time
 	// AdmissionTTL is the lifetime of an admission token (default 120s).
 	AdmissionTTL time.Duration
+	// PollLimit is how many polls of one shopper in PollWindow mark it as
+	// automation (default 30 in 10s: three a second, when the room never
+	// asks for more than one).
+	PollLimit  int
+	PollWindow time.Duration
+	// FailLimit is how many failed challenge answers mark a shopper as
+	// automation (default 20).
+	FailLimit int
 }
 
 // Room answers tickets, polls and registrations. Safe for concurrent use.
@@ -38,6 +52,8 @@ type Room struct {
 
 	mu     sync.Mutex
 	claims map[string]*claimSet
+	polls  *window.Counter
+	fails  *window.Counter
 }
 
 // New returns a Room.
@@ -48,8 +64,25 @@ func New(cfg Config) *Room {
 	if cfg.AdmissionTTL <= 0 {
 		cfg.AdmissionTTL = 120 * time.Second
 	}
-	return &Room{cfg: cfg, claims: map[string]*claimSet{}}
+	if cfg.PollLimit <= 0 {
+		cfg.PollLimit = 30
+	}
+	if cfg.PollWindow <= 0 {
+		cfg.PollWindow = 10 * time.Second
+	}
+	if cfg.FailLimit <= 0 {
+		cfg.FailLimit = 20
+	}
+	return &Room{cfg: cfg, claims: map[string]*claimSet{},
+		polls: window.New(cfg.PollWindow), fails: window.New(time.Hour)}
 }
+
+// AutomationPolicy is the published policy on suspected automation, given
+// with every sale (GET /sale/{sku}).
+const AutomationPolicy = "Accounts that poll faster than the waiting room asks, fail the admission challenge " +
+	"repeatedly or keep hitting the purchase rate limits keep their place but are not admitted; orders that " +
+	"match automation patterns (shared payment instruments, burst timing, accounts created together) may be " +
+	"cancelled after the sale, their units returning to stock."
 
 // State is the state a status poll reports.
 type State string
@@ -96,6 +129,9 @@ type Status struct {
 	EstimatedWait time.Duration
 	UnitsLeft     int64
 	Chance        string
+	// Challenge, for StateChallenge: the proof of work to solve before
+	// the admission is handed out.
+	Challenge *challenge.Challenge
 	// AdmissionToken and ExpiresIn, for StateAdmitted.
 	AdmissionToken string
 	ExpiresIn      time.Duration
@@ -192,7 +228,8 @@ func (r *Room) Ticket(ctx context.Context, sku, userID string, accountCreated ti
 	if err != nil {
 		return Ticket{}, err
 	}
-	tok := r.cfg.Tokens.SignTicket(token.Ticket{UserID: userID, SaleID: sale.ID, Arrival: arrival, Position: pos})
+	tok := r.cfg.Tokens.SignTicket(token.Ticket{UserID: userID, SaleID: sale.ID, Arrival: arrival, Position: pos,
+		AccountCreated: accountCreated})
 	ahead, wait := r.ahead(snap, pos, now)
 	return Ticket{Token: tok, Position: ahead, EstimatedWait: wait, RetryAfter: pollAfter(wait)}, nil
 }
@@ -295,38 +332,50 @@ func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, err
 	if err != nil || t.SaleID != snap.Sale.ID {
 		return Status{}, ErrInvalidTicket
 	}
-	sale := snap.Sale.Sale()
 	now := r.cfg.Now()
+	if r.polls.Add(snap.Sale.ID+"\x1f"+t.UserID, now) > r.cfg.PollLimit {
+		r.flag(ctx, snap.Sale.ID, t.UserID, "polled faster than the waiting room asks")
+	}
+	st, _, err := r.status(ctx, snap, t, now)
+	return st, err
+}
+
+// status decides a poll's answer. admitted is the admission to hand out
+// when the shopper's place has come up (the caller issues it, or first
+// asks for the proof of work).
+func (r *Room) status(ctx context.Context, snap *Snapshot, t token.Ticket, now time.Time) (Status, bool, error) {
+	sale := snap.Sale.Sale()
 	var st Status
+	var err error
 	if t.Position == PendingDraw && snap.Drawn {
 		// The draw has run since the ticket was taken: its place is known
 		// now, and a new ticket carries it.
 		if t.Position, err = r.drawn(ctx, snap, t.UserID); err != nil {
-			return Status{}, err
+			return Status{}, false, err
 		}
 		st.Ticket = r.cfg.Tokens.SignTicket(t)
 	}
 	switch sale.StateAt(now) {
 	case flashsale.SalePaused:
 		st.State, st.RetryAfter = StatePaused, 5*time.Second
-		return st, nil
+		return st, false, nil
 	case flashsale.SaleClosed:
 		st.State = StateClosed
-		return st, nil
+		return st, false, nil
 	}
 	if t.Position == NotSelected {
 		st.State = StateNotSelected
-		return st, nil
+		return st, false, nil
 	}
 	if now.Before(sale.OpensAt) {
 		_, wait := r.ahead(snap, t.Position, now)
 		st.State, st.OpensAt, st.RetryAfter = StateScheduled, sale.OpensAt, pollAfter(wait)
-		return st, nil
+		return st, false, nil
 	}
 	if !snap.Loaded {
 		// The gate lost the counter; the sale is failing closed.
 		st.State, st.RetryAfter = StatePaused, 5*time.Second
-		return st, nil
+		return st, false, nil
 	}
 	if snap.Counter <= 0 {
 		st.State, st.Final = StateSoldOut, snap.Pending <= 0
@@ -335,30 +384,117 @@ func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, err
 			// place.
 			st.RetryAfter = time.Second
 		}
-		return st, nil
+		return st, false, nil
 	}
 	if t.Position == PendingDraw {
 		// Open, but the draw is still running: a moment more.
 		st.State, st.Position = StateWaiting, max(snap.Entrants, 1)
 		st.UnitsLeft, st.Chance, st.RetryAfter = snap.Counter, ChancePossible, time.Second
-		return st, nil
+		return st, false, nil
 	}
 	ahead, wait := r.ahead(snap, t.Position, now)
 	if ahead > 0 {
 		st.State, st.Position, st.EstimatedWait, st.RetryAfter = StateWaiting, ahead, wait, pollAfter(wait)
 		st.UnitsLeft, st.Chance = snap.Counter, chance(ahead, snap)
-		return st, nil
+		return st, false, nil
 	}
-	r.claim(ctx, sale.ID, t.Position, snap)
+	if _, held := snap.Suspects[t.UserID]; held {
+		// Held under the automation policy: no loud rejection to learn
+		// from, a place that never comes up.
+		st.State, st.Position, st.EstimatedWait = StateWaiting, max(ahead, 1), wait+time.Minute
+		st.UnitsLeft, st.Chance, st.RetryAfter = snap.Counter, ChanceUnlikely, 10*time.Second
+		return st, false, nil
+	}
+	if bits := r.difficulty(snap, t, now); bits > 0 {
+		c := r.cfg.Challenges.Issue(sale.ID, t.UserID, bits, now)
+		st.State, st.Challenge = StateChallenge, &c
+		return st, true, nil
+	}
+	st = r.admit(ctx, snap, t, now, st)
+	return st, true, nil
+}
+
+// difficulty is the proof of work asked of the shopper: zero when the sale
+// sets none.
+func (r *Room) difficulty(snap *Snapshot, t token.Ticket, now time.Time) int {
+	if snap.Sale.ChallengeBits <= 0 || r.cfg.Challenges == nil {
+		return 0
+	}
+	waiting := int64(0)
+	if snap.AdmittedUpTo != Everyone {
+		waiting = max(0, snap.Issued-snap.AdmittedUpTo)
+	}
+	return r.cfg.Difficulty.Difficulty(snap.Sale.ChallengeBits, t.AccountCreated, waiting, snap.Counter, now)
+}
+
+// admit issues the shopper's admission token.
+func (r *Room) admit(ctx context.Context, snap *Snapshot, t token.Ticket, now time.Time, st Status) Status {
+	r.claim(ctx, snap.Sale.ID, t.Position, snap)
 	adm := token.Admission{
 		UserID:  t.UserID,
-		SaleID:  sale.ID,
-		ID:      token.AdmissionID(sale.ID, t.UserID, t.Position, snap.Epoch),
+		SaleID:  snap.Sale.ID,
+		ID:      token.AdmissionID(snap.Sale.ID, t.UserID, t.Position, snap.Epoch),
 		Expires: now.Add(r.cfg.AdmissionTTL),
 		Epoch:   snap.Epoch,
 	}
 	st.State, st.AdmissionToken, st.ExpiresIn = StateAdmitted, r.cfg.Tokens.SignAdmission(adm), r.cfg.AdmissionTTL
-	return st, nil
+	st.Challenge = nil
+	return st
+}
+
+// ErrNotAdmitted: a proof of work was sent for a place that has not come
+// up (or no longer can: see the status).
+var ErrNotAdmitted = &flashsale.Error{Code: "not_admitted",
+	Message: "Your place has not come up; keep polling your status.", RetryAfter: time.Second}
+
+// Admission takes the shopper's solved proof of work and, if it holds and
+// the place is still admitted, returns the admission token (contract:
+// POST /sale/{sku}/admission). A wrong nonce does not spend the salt.
+func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce string) (Status, error) {
+	snap, err := r.Sale(ctx, sku)
+	if err != nil {
+		return Status{}, err
+	}
+	t, err := r.cfg.Tokens.VerifyTicket(ticketToken)
+	if err != nil || t.SaleID != snap.Sale.ID {
+		return Status{}, ErrInvalidTicket
+	}
+	now := r.cfg.Now()
+	st, admitted, err := r.status(ctx, snap, t, now)
+	if err != nil {
+		return Status{}, err
+	}
+	switch {
+	case !admitted:
+		switch st.State {
+		case StateSoldOut:
+			return Status{}, flashsale.Errorf(flashsale.CodeSoldOut, "Sold out: no stock is left.")
+		case StatePaused:
+			return Status{}, &flashsale.Error{Code: flashsale.CodeSalePaused, Message: "The sale is paused.", RetryAfter: 5 * time.Second}
+		case StateClosed:
+			return Status{}, flashsale.Errorf(flashsale.CodeClosed, "The sale has closed.")
+		case StateNotSelected:
+			return Status{}, flashsale.Errorf(flashsale.CodeNotSelected, "The draw did not select you.")
+		}
+		return Status{}, ErrNotAdmitted
+	case st.State == StateAdmitted:
+		return st, nil // this sale asks no proof of work
+	}
+	if err := r.cfg.Challenges.Verify(ctx, snap.Sale.ID, t.UserID, salt, nonce, now); err != nil {
+		if !errors.Is(err, challenge.ErrFailed) {
+			return Status{}, err
+		}
+		if r.fails.Add(snap.Sale.ID+"\x1f"+t.UserID, now) > r.cfg.FailLimit {
+			r.flag(ctx, snap.Sale.ID, t.UserID, "failed the admission challenge repeatedly")
+		}
+		return Status{}, &flashsale.Error{Code: flashsale.CodeChallengeFailed, Message: err.Error()}
+	}
+	return r.admit(ctx, snap, t, now, Status{}), nil
+}
+
+// flag holds a shopper under the automation policy; best effort.
+func (r *Room) flag(ctx context.Context, saleID, userID, reason string) {
+	_ = r.cfg.Queue.Flag(context.WithoutCancel(ctx), saleID, userID, reason)
 }
 
 // chance tells a waiting shopper the odds, from the units left (and those

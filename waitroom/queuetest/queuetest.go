@@ -31,6 +31,8 @@ func Exercise(t *testing.T, newQueue func(t *testing.T) waitroom.Queue) {
 		{"AdmitNeverLowers", testAdmitNeverLowers},
 		{"Counters", testCounters},
 		{"Lead", testLead},
+		{"SpendOnce", testSpendOnce},
+		{"Suspects", testSuspects},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,5 +226,52 @@ func testLead(t *testing.T, q waitroom.Queue, sale string) {
 	}
 	if ok, _ := q.Lead(ctx, "pacer:"+sale, "origin-a", time.Second); !ok {
 		t.Fatal("the leader could not renew")
+	}
+}
+
+func testSpendOnce(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	until := time.Minute
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	spent := 0
+	for i := 0; i < 30; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := q.Spend(ctx, sale, "salt-1", until)
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				spent++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if spent != 1 {
+		t.Fatalf("salt spent %d times, want once", spent)
+	}
+	if ok, _ := q.Spend(ctx, sale, "salt-2", until); !ok {
+		t.Fatal("another salt could not be spent")
+	}
+	if ok, _ := q.Spend(ctx, flashsale.NewID("sale_"), "salt-1", until); !ok {
+		t.Fatal("the same salt in another sale could not be spent")
+	}
+}
+
+func testSuspects(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	if m, err := q.Suspects(ctx, sale); err != nil || len(m) != 0 {
+		t.Fatalf("a new sale's suspects: %v %v", m, err)
+	}
+	q.Flag(ctx, sale, "bot-1", "polled too fast")
+	q.Flag(ctx, sale, "bot-1", "a later reason")
+	q.Flag(ctx, sale, "bot-2", "rate limits")
+	m, err := q.Suspects(ctx, sale)
+	if err != nil || len(m) != 2 || m["bot-1"] != "polled too fast" || m["bot-2"] != "rate limits" {
+		t.Fatalf("suspects %v %v", m, err)
 	}
 }

@@ -1,0 +1,188 @@
+package engine_test
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/challenge"
+)
+
+// TestOneCardOneWin: fifty accounts sharing one payment instrument,
+// reserving at once, win once between them: the instrument check is in the
+// gate's atomic step, like the per-user check.
+func TestOneCardOneWin(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := newHarness(t, b)
+		h.createSale("gpu", map[string]any{"initialStock": 100})
+		adms := make([]string, 50)
+		for i := range adms {
+			adms[i] = h.admit("gpu", fmt.Sprintf("acct-%d", i))
+		}
+		var won atomic.Int32
+		var wg sync.WaitGroup
+		for i := range adms {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				r := h.reserve("gpu", fmt.Sprintf("acct-%d", i), adms[i], "k", `{"paymentFingerprint":"card-shared"}`)
+				switch {
+				case r.status == 201:
+					won.Add(1)
+				case r.code() == "limit_reached", r.code() == "rate_limited":
+				default:
+					t.Errorf("acct-%d: %d %s", i, r.status, r.body)
+				}
+			}(i)
+		}
+		wg.Wait()
+		if won.Load() != 1 {
+			t.Fatalf("%d wins on one card, want 1", won.Load())
+		}
+		if counter, totals := h.exact("gpu"); counter != 99 || totals.Pending != 1 {
+			t.Fatalf("counter %d pending %d", counter, totals.Pending)
+		}
+	})
+}
+
+// TestRateLimitsByAccountAndCard: the budgets are per account and per card,
+// not per address; a spent one is 429 rate_limited with Retry-After, and it
+// refills with time.
+func TestRateLimitsByAccountAndCard(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := newHarness(t, b)
+		h.createSale("tee", map[string]any{"initialStock": 1})
+		// The one unit is held: everyone else is told sold out, not final.
+		h.reserve("tee", "taker", h.admit("tee", "taker"), "k", nil)
+		adm := h.admit("tee", "hammer")
+		for i := 0; i < 5; i++ { // the burst: told sold out, but let through
+			if r := h.reserve("tee", "hammer", adm, fmt.Sprint("k", i), nil); r.code() != "sold_out" {
+				t.Fatalf("attempt %d: %d %s", i, r.status, r.body)
+			}
+		}
+		r := h.reserve("tee", "hammer", adm, "k-over", nil)
+		if r.status != 429 || r.code() != "rate_limited" || r.header.Get("Retry-After") == "" {
+			t.Fatalf("beyond the budget: %d %s", r.status, r.body)
+		}
+		if r := h.reserve("tee", "patient", h.admit("tee", "patient"), "k", nil); r.code() != "sold_out" {
+			t.Fatalf("another account: %d %s", r.status, r.body)
+		}
+		h.clock.Advance(2 * time.Second)
+		if r := h.reserve("tee", "hammer", adm, "k-later", nil); r.code() != "sold_out" {
+			t.Fatalf("after the budget refilled: %d %s", r.status, r.body)
+		}
+		// A card's budget is shared by every account that uses it. (The sale
+		// is sold out, so the room admits no one; the tokens are minted as
+		// it would have.)
+		for i := 0; i < 5; i++ {
+			u := fmt.Sprintf("mule-%d", i)
+			if r := h.reserve("tee", u, h.admitPaused("tee", u), "k", `{"paymentFingerprint":"card-x"}`); r.code() != "sold_out" {
+				t.Fatalf("%s: %d %s", u, r.status, r.body)
+			}
+		}
+		if r := h.reserve("tee", "mule-9", h.admitPaused("tee", "mule-9"), "k", `{"paymentFingerprint":"card-x"}`); r.code() != "rate_limited" {
+			t.Fatalf("a fresh account on a spent card: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestChallengeAtAdmission: a sale with challengeBits asks the admitted
+// shopper for a proof of work before the admission; harder for a young
+// account; a wrong nonce fails without spending the salt; a salt is
+// accepted once; the JSON API works as the page does.
+func TestChallengeAtAdmission(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := newHarness(t, b)
+		h.createSale("pow", map[string]any{"initialStock": 5, "challengeBits": 8})
+		if pub := h.do("GET", "/sale/pow", nil, nil).json(t); pub["policy"].(map[string]any)["challenge"] != true {
+			t.Fatalf("published policy: %v", pub["policy"])
+		}
+		tok, _ := h.ticketOf("pow", "alice")
+		st := h.status("pow", tok)
+		if st["state"] != "challenge" {
+			t.Fatalf("status: %v", st)
+		}
+		c := st["challenge"].(map[string]any)
+		salt, bits := c["salt"].(string), int(c["difficultyBits"].(float64))
+		if c["algorithm"] != "sha256" || bits != 8 || c["expiresIn"].(float64) < 60 {
+			t.Fatalf("challenge %v", c)
+		}
+		// A young account is asked more.
+		youngTok := func() string {
+			r := h.do("GET", "/sale/pow/ticket", map[string]string{"Authorization": "Bearer " + h.jwtAged("fresh", time.Hour)}, nil)
+			return r.json(t)["token"].(string)
+		}()
+		if yc := h.status("pow", youngTok)["challenge"].(map[string]any); int(yc["difficultyBits"].(float64)) != 12 {
+			t.Fatalf("a young account's challenge: %v", yc)
+		}
+		nonce := challenge.Solve(salt, bits)
+		wrong := "7"
+		for challenge.LeadingZeroBits(salt, wrong) >= bits {
+			wrong += "7"
+		}
+		post := func(n string) response {
+			return h.do("POST", "/sale/pow/admission", nil, map[string]string{"token": tok, "salt": salt, "nonce": n})
+		}
+		if r := post(wrong); r.status != 403 || r.code() != "challenge_failed" {
+			t.Fatalf("wrong nonce: %d %s", r.status, r.body)
+		}
+		r := post(nonce)
+		if r.status != 200 || r.json(t)["admissionToken"] == "" || r.json(t)["expiresIn"].(float64) != 120 {
+			t.Fatalf("right nonce after a wrong one: %d %s", r.status, r.body)
+		}
+		if again := post(nonce); again.status != 403 || again.code() != "challenge_failed" {
+			t.Fatalf("the salt a second time: %d %s", again.status, again.body)
+		}
+		if res := h.reserve("pow", "alice", r.json(t)["admissionToken"].(string), "k", nil); res.status != 201 {
+			t.Fatalf("reserve with the earned admission: %d %s", res.status, res.body)
+		}
+		other, _ := h.ticketOf("pow", "bob")
+		if r := h.do("POST", "/sale/pow/admission", nil, map[string]string{"token": other, "salt": salt, "nonce": nonce}); r.code() != "challenge_failed" {
+			t.Fatalf("alice's solution used by bob: %d %s", r.status, r.body)
+		}
+		if r := h.do("POST", "/sale/pow/admission", nil, `{"token":"x"}`); r.status != 400 {
+			t.Fatalf("a body without salt: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestAutomationIsHeldQuietly: a shopper who polls far faster than asked
+// keeps a place that never comes up — no loud rejection to learn from —
+// under the published policy; so does one who keeps hitting the rate
+// limits.
+func TestAutomationIsHeldQuietly(t *testing.T) {
+	h := newHarness(t, backends[0])
+	h.createSale("drop", map[string]any{"initialStock": 50})
+	if pub := h.do("GET", "/sale/drop", nil, nil).json(t); !strings.Contains(pub["automationPolicy"].(string), "not admitted") {
+		t.Fatalf("no published policy: %v", pub)
+	}
+	tok, _ := h.ticketOf("drop", "speedy")
+	for i := 0; i < 40; i++ { // 40 polls inside one second
+		h.status("drop", tok)
+	}
+	h.clock.Advance(200 * time.Millisecond) // the next snapshot carries the hold
+	st := h.status("drop", tok)
+	if st["state"] != "waiting" || st["chance"] != "unlikely" {
+		t.Fatalf("a fast poller: %v", st)
+	}
+	calm, _ := h.ticketOf("drop", "calm")
+	if st := h.status("drop", calm); st["state"] != "admitted" {
+		t.Fatalf("a calm shopper: %v", st)
+	}
+
+	adm := h.admit("drop", "hammer")
+	for i := 0; i < 20; i++ {
+		h.reserve("drop", "hammer", adm, fmt.Sprint("k", i), `{"quantity":1}`)
+	}
+	h.clock.Advance(200 * time.Millisecond)
+	hammer, _ := h.ticketOf("drop", "hammer")
+	if st := h.status("drop", hammer); st["state"] != "waiting" {
+		t.Fatalf("an account that kept hitting the limits: %v", st)
+	}
+	if v := h.sale("drop"); v["heldAsAutomation"].(float64) != 2 {
+		t.Fatalf("the operator view holds %v shoppers, want 2", v["heldAsAutomation"])
+	}
+}

@@ -12,7 +12,9 @@ import (
 
 var now = time.Date(2026, 8, 1, 10, 0, 30, 0, time.UTC)
 
-func issuer() *Issuer { return NewIssuer([]byte("a key of thirty-two bytes, more."), memory.NewQueue()) }
+func issuer() *Issuer {
+	return NewIssuer([]byte("a key of thirty-two bytes, more."), memory.NewQueue())
+}
 
 func TestSolveAndVerify(t *testing.T) {
 	is := issuer()
@@ -33,14 +35,20 @@ func TestSolveAndVerify(t *testing.T) {
 		wrong = "2"
 	}
 	for name, try := range map[string]func() error{
-		"wrong nonce":      func() error { return is.Verify(ctx, "sale_1", "alice", c.Salt, wrong, now) },
-		"another shopper":  func() error { return is.Verify(ctx, "sale_1", "mallory", c.Salt, nonce, now) },
-		"another sale":     func() error { return is.Verify(ctx, "sale_2", "alice", c.Salt, nonce, now) },
-		"forged salt":      func() error { return is.Verify(ctx, "sale_1", "alice", "v1.9999999999.1.000000000000000000000000", "0", now) },
-		"easier salt":      func() error { return is.Verify(ctx, "sale_1", "alice", c.Salt[:len("v1.")+11]+"0"+c.Salt[len("v1.")+13:], nonce, now) },
-		"expired":          func() error { return is.Verify(ctx, "sale_1", "alice", c.Salt, nonce, c.Expires) },
-		"not decimal":      func() error { return is.Verify(ctx, "sale_1", "alice", c.Salt, "0x1f", now) },
-		"another key's":    func() error { return NewIssuer([]byte("another key....................."), memory.NewQueue()).Verify(ctx, "sale_1", "alice", c.Salt, nonce, now) },
+		"wrong nonce":     func() error { return is.Verify(ctx, "sale_1", "alice", c.Salt, wrong, now) },
+		"another shopper": func() error { return is.Verify(ctx, "sale_1", "mallory", c.Salt, nonce, now) },
+		"another sale":    func() error { return is.Verify(ctx, "sale_2", "alice", c.Salt, nonce, now) },
+		"forged salt": func() error {
+			return is.Verify(ctx, "sale_1", "alice", "v1.9999999999.1.000000000000000000000000", "0", now)
+		},
+		"easier salt": func() error {
+			return is.Verify(ctx, "sale_1", "alice", c.Salt[:len("v1.")+11]+"0"+c.Salt[len("v1.")+13:], nonce, now)
+		},
+		"expired":     func() error { return is.Verify(ctx, "sale_1", "alice", c.Salt, nonce, c.Expires) },
+		"not decimal": func() error { return is.Verify(ctx, "sale_1", "alice", c.Salt, "0x1f", now) },
+		"another key's": func() error {
+			return NewIssuer([]byte("another key....................."), memory.NewQueue()).Verify(ctx, "sale_1", "alice", c.Salt, nonce, now)
+		},
 		"an over-long one": func() error { return is.Verify(ctx, "sale_1", "alice", string(make([]byte, 500)), nonce, now) },
 	} {
 		if err := try(); !errors.Is(err, ErrFailed) {

@@ -76,9 +76,11 @@ type Config struct {
 	WarmInterval      time.Duration
 	WarmLead          time.Duration
 	OrphanGrace       time.Duration
-	// GateTimeout bounds one gate call on the purchase path (default 500ms).
-	GateTimeout time.Duration
-	Logger      *slog.Logger
+	// GateTimeout bounds one gate call on the purchase path (default 500ms);
+	// RecordTimeout one record write (default 3s).
+	GateTimeout   time.Duration
+	RecordTimeout time.Duration
+	Logger        *slog.Logger
 	// WrapGate, when set, wraps the gate every part uses: fault drills
 	// put a faulty gate in front of the real one.
 	WrapGate func(flashsale.GateAdmin) flashsale.GateAdmin
@@ -207,7 +209,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
 		Limiter: e.limiter, Suspect: e.suspect,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
-		GateTimeout: cfg.GateTimeout, Logger: logger, Metrics: e.Metrics})
+		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
 	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Store, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,

@@ -65,7 +65,8 @@ func newHarness(t *testing.T, b backend, tweak ...func(*engine.Config)) *harness
 		// Generous, so that a machine loaded by parallel test packages
 		// does not turn slow gate calls into 503s; the outage test sets
 		// the production default back.
-		GateTimeout: 5 * time.Second,
+		GateTimeout:   5 * time.Second,
+		RecordTimeout: 30 * time.Second,
 	}
 	if b.postgres {
 		cfg.DatabaseURL = testenv.Postgres(t)

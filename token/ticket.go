@@ -66,8 +66,8 @@ func (r *Keyring) VerifyTicket(s string) (Ticket, error) {
 	// One allocation for both strings: they lie in one run of the payload.
 	str := string(p.b[u0:s1])
 	return Ticket{
-		UserID:   str[:u1-u0],
-		SaleID:   str[s0-u0:],
+		UserID:         str[:u1-u0],
+		SaleID:         str[s0-u0:],
 		Arrival:        time.UnixMilli(arrival).UTC(),
 		Position:       position,
 		AccountCreated: createdAt,

@@ -62,6 +62,7 @@ func record(r row) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	sort.Slice(table, func(i, j int) bool { return table[i].fault < table[j].fault })
 	if len(table) > 0 {
 		printTable(os.Stdout)
 	}
@@ -101,8 +102,9 @@ type rig struct {
 
 	retried atomic.Int64
 
-	mu   sync.Mutex
-	reqs []request
+	mu      sync.Mutex
+	reqs    []request
+	knocked []outcome // the 201s the knockers got
 }
 
 // request is one reserve as a shopper saw it.
@@ -184,6 +186,9 @@ func newRig(t *testing.T, rc rigConfig) *rig {
 	t.Cleanup(func() {
 		stop()
 		eng.Stop()
+		// A failed drill may leave shoppers mid-request: cut them off
+		// rather than wait for them.
+		r.srv.CloseClientConnections()
 		r.srv.Close()
 		eng.Close()
 	})
@@ -569,6 +574,48 @@ func (r *rig) untilWon(l *load, n int64) {
 	r.waitUntil(fmt.Sprintf("%d reservations won", n), 60*time.Second, func() bool { return l.won.Load() >= n })
 }
 
+// knock sends, for each of the admitted shoppers, one reserve now, all at
+// once, and waits for the answers: shoppers at the door while a fault
+// lasts, whatever the load's own shoppers are doing at that moment.
+func (r *rig) knock(sku string, admitted map[string]string) {
+	var wg sync.WaitGroup
+	for user, adm := range admitted {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out := outcome{user: user}
+			resp := r.reserveOnce(sku, user, adm, "knock-"+user, false, &out)
+			if out.err != "" {
+				r.t.Errorf("%s: %s", user, out.err)
+			}
+			if resp.status == http.StatusCreated {
+				// A write that waited out the fault: verify checks its row.
+				out.status, out.reservation, out.body = resp.status, resp.field("reservationId"), string(resp.body)
+				r.mu.Lock()
+				r.knocked = append(r.knocked, out)
+				r.mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// admitted admits n shoppers of the test's own (who reserve only when
+// they knock) and returns their admission tokens.
+func (r *rig) admitted(sku string, n int) map[string]string {
+	r.t.Helper()
+	out := map[string]string{}
+	for i := 0; i < n; i++ {
+		user := fmt.Sprintf("knocker-%02d", i)
+		adm, final := r.admit(context.Background(), sku, user)
+		if final != "" {
+			r.t.Fatalf("admit %s: %s", user, final)
+		}
+		out[user] = adm
+	}
+	return out
+}
+
 // answersBetween returns the reserves that began in [from, to).
 func (r *rig) answersBetween(from, to time.Time) []request {
 	r.mu.Lock()
@@ -694,6 +741,9 @@ func (r *rig) verify(sku string, outcomes []outcome, fr row) {
 	r.t.Helper()
 	ctx := context.Background()
 	sale := r.sale(sku)
+	r.mu.Lock()
+	outcomes = append(outcomes, r.knocked...)
+	r.mu.Unlock()
 	for _, o := range outcomes {
 		if o.err != "" {
 			r.t.Errorf("%s: %s", o.user, o.err)

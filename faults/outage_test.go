@@ -34,14 +34,16 @@ func redisLost(t *testing.T, r *rig, fault string, cut, restore func()) {
 	r.createSale(sku, stock, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
+	knockers := r.admitted(sku, 10)
 	l := r.startLoad(ctx, sku, shoppers, workers, mixed)
 	r.untilWon(l, stock/3)
 
 	began := time.Now()
 	cut()
+	r.knock(sku, knockers)
 	paused := r.waitUntil("the sale paused", 5*time.Second, func() bool { return r.saleState(sku) == flashsale.SalePaused })
-	// Shoppers keep knocking on the closed door for a while.
-	r.waitUntil("reserves during the outage", 10*time.Second, func() bool { return len(r.answersBetween(began, time.Now())) >= 40 })
+	// Shoppers keep knocking on the closed door.
+	r.knock(sku, knockers)
 	ended := time.Now()
 	restore()
 	closed := r.failClosed(began, ended, time.Second, false, "sale_paused")
@@ -96,12 +98,16 @@ func recordLost(t *testing.T, r *rig, fault string, cut, restore func()) {
 	r.createSale(sku, stock, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
+	knockers := r.admitted(sku, 10)
 	l := r.startLoad(ctx, sku, shoppers, workers, mixed)
 	r.untilWon(l, stock/3)
 
 	began := time.Now()
 	cut()
-	r.waitUntil("reserves during the outage", 10*time.Second, func() bool { return len(r.answersBetween(began, time.Now())) >= 40 })
+	r.knock(sku, knockers)
+	// Long enough for the load's shoppers to fail some writes too.
+	time.Sleep(time.Second)
+	r.knock(sku, knockers)
 	ended := time.Now()
 	restore()
 	closed := r.failClosed(began, ended, 4*time.Second, true, "unavailable", "sale_paused")

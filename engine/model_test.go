@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -276,6 +278,15 @@ func sortedStrings(s []string) []string {
 // and each state checked against a model of the sale. rapid shrinks a
 // failing interleaving to a short one.
 func TestSaleModel(t *testing.T) {
+	// Each check is a sale of its own on a real backend: 40 per backend
+	// keep CI moderate; -rapid.checks asks for more.
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if !set && os.Getenv("RAPID_CHECKS") == "" {
+		if err := flag.Set("rapid.checks", "40"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, b := range []backend{backends[0], backends[1]} {
 		t.Run(b.name, func(t *testing.T) {
 			h := newHarness(t, b)

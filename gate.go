@@ -114,7 +114,12 @@ const (
 	// VerdictNotLoaded: the gate has no counter for the sale (never loaded,
 	// or lost): the sale must fail closed.
 	VerdictNotLoaded
-	// VerdictPaused: the sale is paused in the gate.
+	// VerdictPaused: the sale is paused in the gate, or its counter
+	// disagrees with the gate's own bookkeeping (Counter + Held !=
+	// Initial: something wrote to it behind the gate), in which case the
+	// gate sells nothing, not even units that exist, until a rebuild.
+	// The extra units a second writer adds would otherwise sell through
+	// the correct path before any watcher could look.
 	VerdictPaused
 	// VerdictStaleEpoch: the admission was issued before the last rebuild.
 	VerdictStaleEpoch
@@ -178,8 +183,10 @@ type GateSnapshot struct {
 	// wrote to the counter behind the gate.
 	Won       int64
 	Restocked int64
-	// AuditedCounter is the counter as the last audited mutation left it; a
-	// difference from Counter means an unaudited writer.
+	// AuditedCounter is the counter as the audited mutations alone leave
+	// it (each moves it by its own delta); a difference from Counter
+	// means an unaudited writer, and stays visible after later audited
+	// mutations.
 	AuditedCounter int64
 }
 

@@ -1130,7 +1130,8 @@ func testRebuildLarge(t *testing.T, f *fixture) {
 
 func testTamper(t *testing.T, f *fixture) {
 	f.load(10)
-	f.win(f.req("u1"))
+	held := f.req("u1")
+	f.win(held)
 	if d := f.snapshot().Drift(); d != 0 {
 		t.Fatalf("Drift = %d before tampering", d)
 	}
@@ -1139,13 +1140,33 @@ func testTamper(t *testing.T, f *fixture) {
 	if s.Drift() != 3 || s.Counter != 12 || s.Won != 1 || s.Restocked != 0 {
 		t.Fatalf("after a +3 write behind the gate: %+v (drift %d); want counter 12, drift 3", s, s.Drift())
 	}
-	// The extra units sell through the perfectly correct path: that is the
-	// danger the drift exposes.
+	unaudited := s.Counter - s.AuditedCounter
+	// The extra units would sell through the perfectly correct path, and
+	// every unit after them would be one too many. A counter that
+	// disagrees with the gate's own bookkeeping sells nothing, not even
+	// units that exist: it fails closed until a rebuild.
 	r := f.req("u2")
 	r.Quantity = 12
-	f.win(r)
-	if s := f.snapshot(); s.Drift() != 3 || s.Counter != 0 {
-		t.Fatalf("after selling the extra units: %+v (drift %d)", s, s.Drift())
+	f.expect(r, flashsale.VerdictPaused)
+	f.expect(f.req("u3"), flashsale.VerdictPaused)
+	// Holds still come back, and an audited mutation moves the counter and
+	// the audited counter alike, so an unaudited write stays visible.
+	if moved, err := f.g.Restock(f.ctx, f.sale, held.ReservationID, "sweeper"); err != nil || !moved {
+		t.Fatalf("Restock after tampering = %v, %v", moved, err)
+	}
+	if s := f.snapshot(); s.Drift() != 3 || s.Counter-s.AuditedCounter != unaudited {
+		t.Fatalf("after a restock: %+v (drift %d); want drift 3 and counter - audited %d", s, s.Drift(), unaudited)
+	}
+	// A rebuild from the record puts the counter right, and it sells again.
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, 1, nil, "rebuild"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.g.SetPaused(f.ctx, f.sale, false, "operator"); err != nil {
+		t.Fatal(err)
+	}
+	f.win(f.req("u4"))
+	if s := f.snapshot(); s.Drift() != 0 || s.Counter != 9 {
+		t.Fatalf("after the rebuild: %+v", s)
 	}
 }
 

@@ -219,7 +219,7 @@ func (w *Watcher) Check(ctx context.Context, sale *flashsale.Sale) (Result, erro
 // verdict returns why the invariant fails, or "".
 func verdict(first, second flashsale.GateSnapshot, live int64) string {
 	if second.Counter != second.AuditedCounter {
-		return fmt.Sprintf("the counter is %d but the last audited change left it at %d: an unaudited writer changed it",
+		return fmt.Sprintf("the counter is %d but the audited changes leave it at %d: an unaudited writer changed it",
 			second.Counter, second.AuditedCounter)
 	}
 	if d := second.Drift(); d != 0 {

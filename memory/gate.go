@@ -390,8 +390,9 @@ func (g *Gate) Ping(context.Context) error { return nil }
 // and audits it as "adjust". It exists for fault drills: it is a
 // deliberate second writer to the counter, the defect that section 8 of the
 // design warns about, so that the invariant checks can be seen to catch it.
-// It leaves Won and Restocked alone, so Snapshot's Drift becomes delta; the
-// audited counter follows, as for any audited writer. Nothing in the
+// It leaves Won and Restocked alone, so Snapshot's Drift becomes delta (and
+// Reserve sells nothing until a rebuild); the audited counter moves by
+// delta, as for any audited writer. Nothing in the
 // engine's own paths calls it. It returns flashsale.ErrNotLoaded if the
 // sale is not loaded. Safe for concurrent use.
 func (g *Gate) Adjust(saleID string, delta int64, source string) error {
@@ -407,7 +408,7 @@ func (g *Gate) Adjust(saleID string, delta int64, source string) error {
 	s.seq.Add(1)
 	counter := s.counter.Add(delta)
 	s.seq.Add(1)
-	s.audited = counter
+	s.audited += delta
 	s.audit.add(flashsale.AuditEntry{At: at, Op: "adjust", Source: source, Delta: delta, Counter: counter})
 	return nil
 }

@@ -260,6 +260,11 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.
 	switch {
 	case flags&flagPaused != 0:
 		out.Verdict = flashsale.VerdictPaused
+	case counter+s.won-s.restocked != s.initial:
+		// Written behind the gate: sell nothing on a counter nobody can
+		// vouch for, until a rebuild (the invariant watcher pauses the
+		// sale and names the writer).
+		out.Verdict = flashsale.VerdictPaused
 	case r.Epoch != out.Epoch:
 		out.Verdict = flashsale.VerdictStaleEpoch
 	case r.AdmissionID != "" && s.spentAt(hs.adm, r.AdmissionID, r.Now):
@@ -298,7 +303,9 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.
 		b.spent.put(hs.adm, key{a: r.AdmissionID}, spend{r.AdmissionID, nanos(r.AdmissionExpires)})
 	}
 	s.won += q
-	s.audited = counter
+	// The audited counter moves by the audited delta, not to the counter:
+	// an unaudited write before this one stays visible.
+	s.audited -= q
 	// The request carries the clock: its Now is when the server took it.
 	s.audit.add(flashsale.AuditEntry{At: r.Now, Op: "reserve", Source: "reserve", Delta: -q, Counter: counter, ReservationID: h.ReservationID})
 
@@ -393,7 +400,7 @@ func (s *sale) giveBack(reservationID, op, source string, at time.Time) bool {
 		}
 	}
 	s.restocked += q
-	s.audited = counter
+	s.audited += q
 	s.audit.add(flashsale.AuditEntry{At: at, Op: op, Source: source, Delta: q, Counter: counter, ReservationID: reservationID})
 	return true
 }

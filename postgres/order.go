@@ -38,7 +38,8 @@ func scanOrder(row pgx.Row) (*flashsale.Order, error) {
 }
 
 // Order returns the order with the id, with its SKU, or ErrNotFound.
-func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) {
+func (s *Store) Order(ctx context.Context, id string) (_ *flashsale.Order, err error) {
+	defer func() { err = unavailable(err) }()
 	o, err := scanOrder(s.pool.QueryRow(ctx, `
 		SELECT `+orderColumns+` FROM orders o`+orderJoins+`
 		WHERE o.order_id = $1`, id))
@@ -53,7 +54,8 @@ func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) 
 
 // Orders returns the sale's orders, oldest first; none (and no error) for
 // a sale without orders or no such sale.
-func (s *Store) Orders(ctx context.Context, saleID string) ([]*flashsale.Order, error) {
+func (s *Store) Orders(ctx context.Context, saleID string) (_ []*flashsale.Order, err error) {
+	defer func() { err = unavailable(err) }()
 	rows, err := s.pool.Query(ctx, `
 		SELECT `+orderColumns+` FROM orders o`+orderJoins+`
 		WHERE o.sale_id = $1
@@ -73,7 +75,8 @@ func (s *Store) Orders(ctx context.Context, saleID string) ([]*flashsale.Order, 
 //
 // Errors: ErrNotFound, ErrVersionConflict (the order moved since version),
 // CodeInvalidState (it is at version but not confirmed).
-func (s *Store) ShipOrder(ctx context.Context, id string, version int64, now time.Time) (*flashsale.Order, error) {
+func (s *Store) ShipOrder(ctx context.Context, id string, version int64, now time.Time) (_ *flashsale.Order, err error) {
+	defer func() { err = unavailable(err) }()
 	o, err := scanOrder(s.pool.QueryRow(ctx, `
 		WITH o AS (
 			UPDATE orders

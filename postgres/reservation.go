@@ -73,7 +73,8 @@ func errConfirmed() error {
 // Errors: ErrStaleEpoch (the sale's epoch moved on), ErrNotFound (no such
 // sale), ErrDuplicate (the id, the shopper's idempotency key, the shopper's
 // live hold or the instrument's live hold exists).
-func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation) error {
+func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation) (err error) {
+	defer func() { err = unavailable(err) }()
 	tag, err := s.pool.Exec(ctx, `
 		INSERT INTO reservations (
 			reservation_id, sale_id, user_id, quantity, state,
@@ -110,7 +111,8 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation)
 // Reservation returns the reservation with the id, whatever its state
 // (voided included: hiding those from shoppers is the API's job), with its
 // SKU and, once confirmed, its OrderID. ErrNotFound if there is none.
-func (s *Store) Reservation(ctx context.Context, id string) (*flashsale.Reservation, error) {
+func (s *Store) Reservation(ctx context.Context, id string) (_ *flashsale.Reservation, err error) {
+	defer func() { err = unavailable(err) }()
 	return reservationByID(ctx, s.pool, id)
 }
 
@@ -136,7 +138,8 @@ func reservationByID(ctx context.Context, q querier, id string) (*flashsale.Rese
 // ReservationByKey returns the shopper's reservation of the sale made under
 // the idempotency key, or ErrNotFound. Voided tombstones keep no key and are
 // never found here.
-func (s *Store) ReservationByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Reservation, error) {
+func (s *Store) ReservationByKey(ctx context.Context, saleID, userID, key string) (_ *flashsale.Reservation, err error) {
+	defer func() { err = unavailable(err) }()
 	r, err := scanReservation(s.pool.QueryRow(ctx, `
 		SELECT `+reservationColumns+`
 		FROM reservations r`+reservationJoins+`
@@ -159,12 +162,13 @@ func (s *Store) ReservationByKey(ctx context.Context, saleID, userID, key string
 // Errors: ErrNotFound (no such reservation, another shopper's, or voided),
 // CodeReservationExpired (expired, or pending with ExpiresAt at or before
 // now), CodeReservationCancelled.
-func (s *Store) ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error) {
+func (s *Store) ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (_ *flashsale.Reservation, _ *flashsale.Order, err error) {
+	defer func() { err = unavailable(err) }()
 	var (
 		res *flashsale.Reservation
 		ord *flashsale.Order
 	)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
 		res, err = scanReservation(tx.QueryRow(ctx, `
 			WITH r AS (
@@ -243,7 +247,8 @@ func confirmRefused(ctx context.Context, tx pgx.Tx, id, userID string, now time.
 //
 // Errors: ErrNotFound (no such reservation, another shopper's, or voided),
 // CodeReservationExpired, CodeReservationConfirmed.
-func (s *Store) CancelReservation(ctx context.Context, id, userID string, now time.Time) (*flashsale.Reservation, bool, error) {
+func (s *Store) CancelReservation(ctx context.Context, id, userID string, now time.Time) (_ *flashsale.Reservation, _ bool, err error) {
+	defer func() { err = unavailable(err) }()
 	r, err := scanReservation(s.pool.QueryRow(ctx, `
 		WITH r AS (
 			UPDATE reservations
@@ -283,7 +288,8 @@ func (s *Store) CancelReservation(ctx context.Context, id, userID string, now ti
 // skip each other's claimed rows (SKIP LOCKED), and the outer UPDATE
 // re-checks pending and restocked_at IS NULL, so each reservation is
 // returned to exactly one caller, once. A limit below 1 claims nothing.
-func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*flashsale.Reservation, error) {
+func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) (_ []*flashsale.Reservation, err error) {
+	defer func() { err = unavailable(err) }()
 	if limit < 1 {
 		return nil, nil
 	}
@@ -320,7 +326,8 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*fla
 // it inserted. The tombstone keeps no idempotency key or request hash, so
 // that the shopper's retry under the key is a fresh reservation; voided is
 // not live, so it blocks neither the shopper nor the instrument.
-func (s *Store) VoidReservation(ctx context.Context, r *flashsale.Reservation) (bool, error) {
+func (s *Store) VoidReservation(ctx context.Context, r *flashsale.Reservation) (_ bool, err error) {
+	defer func() { err = unavailable(err) }()
 	if r.RestockedAt.IsZero() {
 		return false, fmt.Errorf("postgres: void reservation %s: RestockedAt is required", r.ID)
 	}
@@ -341,7 +348,8 @@ func (s *Store) VoidReservation(ctx context.Context, r *flashsale.Reservation) (
 
 // ReservationStates returns the state of each of ids that is a reservation
 // of the sale; the others are absent from the map.
-func (s *Store) ReservationStates(ctx context.Context, saleID string, ids []string) (map[string]flashsale.ReservationState, error) {
+func (s *Store) ReservationStates(ctx context.Context, saleID string, ids []string) (_ map[string]flashsale.ReservationState, err error) {
+	defer func() { err = unavailable(err) }()
 	states := make(map[string]flashsale.ReservationState, len(ids))
 	if len(ids) == 0 {
 		return states, nil

@@ -50,7 +50,8 @@ func scanSale(row pgx.Row) (*flashsale.Sale, error) {
 // the SKU that is closed or whose ClosesAt is at or before s.CreatedAt gives
 // up the SKU; if another sale still holds it, CreateSale returns
 // ErrSaleExists. A sale with s.ID already recorded is ErrDuplicate.
-func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
+func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) (err error) {
+	defer func() { err = unavailable(err) }()
 	if sale.Version == 0 {
 		sale.Version = 1
 	}
@@ -67,7 +68,7 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	if sale.State == flashsale.SaleClosed {
 		activeSKU = nil
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `
 			UPDATE sale_events SET active_sku = NULL
 			WHERE active_sku = $1
@@ -109,7 +110,8 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 }
 
 // Sale returns the sale with the id, or ErrNotFound.
-func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
+func (s *Store) Sale(ctx context.Context, id string) (_ *flashsale.Sale, err error) {
+	defer func() { err = unavailable(err) }()
 	sale, err := scanSale(s.pool.QueryRow(ctx, `SELECT `+saleColumns+` FROM sale_events WHERE sale_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("postgres: sale %s: %w", id, flashsale.ErrNotFound)
@@ -122,7 +124,8 @@ func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
 
 // SaleBySKU returns the sale that holds the SKU (active_sku), or else the
 // SKU's newest sale, or ErrNotFound.
-func (s *Store) SaleBySKU(ctx context.Context, sku string) (*flashsale.Sale, error) {
+func (s *Store) SaleBySKU(ctx context.Context, sku string) (_ *flashsale.Sale, err error) {
+	defer func() { err = unavailable(err) }()
 	// false sorts before true: the active sale first, then the newest.
 	sale, err := scanSale(s.pool.QueryRow(ctx, `
 		SELECT `+saleColumns+` FROM sale_events
@@ -139,7 +142,8 @@ func (s *Store) SaleBySKU(ctx context.Context, sku string) (*flashsale.Sale, err
 }
 
 // Sales returns every sale, newest first.
-func (s *Store) Sales(ctx context.Context) ([]*flashsale.Sale, error) {
+func (s *Store) Sales(ctx context.Context) (_ []*flashsale.Sale, err error) {
+	defer func() { err = unavailable(err) }()
 	rows, err := s.pool.Query(ctx, `SELECT `+saleColumns+` FROM sale_events ORDER BY created_at DESC, sale_id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: sales: %w", err)
@@ -156,7 +160,8 @@ func (s *Store) Sales(ctx context.Context) ([]*flashsale.Sale, error) {
 // as written (Version is version+1, UpdatedAt the store's clock). Zero rows
 // is ErrVersionConflict, or ErrNotFound if there is no such sale; then sale
 // is left as it was.
-func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, version int64) error {
+func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, version int64) (err error) {
+	defer func() { err = unavailable(err) }()
 	updated, err := scanSale(s.pool.QueryRow(ctx, `
 		UPDATE sale_events SET
 			name = $3, initial_stock = $4, closes_at = $5, hold_seconds = $6,
@@ -193,7 +198,8 @@ func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, version in
 // any other state clears them. Closed also gives up the SKU, so that a new
 // sale of it may be created; a closed sale does not take the SKU back if it
 // is reopened. ErrNotFound if there is no such sale.
-func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.SaleState, reason string, at time.Time) (*flashsale.Sale, error) {
+func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.SaleState, reason string, at time.Time) (_ *flashsale.Sale, err error) {
+	defer func() { err = unavailable(err) }()
 	var pausedAt any
 	if state == flashsale.SalePaused {
 		pausedAt = at
@@ -225,12 +231,13 @@ func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.Sal
 // come after it wait for this transaction and then find the epoch changed
 // (ErrStaleEpoch). The holds read after the bump are therefore complete.
 // ErrNotFound if there is no such sale.
-func (s *Store) BeginRebuild(ctx context.Context, saleID string, at time.Time) (int64, []flashsale.Hold, error) {
+func (s *Store) BeginRebuild(ctx context.Context, saleID string, at time.Time) (_ int64, _ []flashsale.Hold, err error) {
+	defer func() { err = unavailable(err) }()
 	var (
 		epoch int64
 		holds []flashsale.Hold
 	)
-	err := s.tx(ctx, func(tx pgx.Tx) error {
+	err = s.tx(ctx, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, `SELECT epoch FROM sale_events WHERE sale_id = $1 FOR UPDATE`, saleID).Scan(&epoch); err != nil {
 			return err
 		}
@@ -276,7 +283,8 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string, at time.Time) (
 // rows rather than keeping counters on the sale, which every hold would
 // otherwise have to update. A sale without reservations, or no sale at all,
 // has zero totals.
-func (s *Store) SaleTotals(ctx context.Context, saleID string) (flashsale.SaleTotals, error) {
+func (s *Store) SaleTotals(ctx context.Context, saleID string) (_ flashsale.SaleTotals, err error) {
+	defer func() { err = unavailable(err) }()
 	var t flashsale.SaleTotals
 	rows, err := s.pool.Query(ctx, `
 		SELECT state, COALESCE(SUM(quantity), 0)

@@ -227,6 +227,21 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.R
 			}
 			return s.replay(ctx, sale, hold)
 		}
+		if sale.Epoch > 1 {
+			// A rebuild gives the gate the keys of live holds only, so a
+			// key whose hold ended before it is known to the record
+			// alone. Only rebuilt sales pay for this read.
+			prior, err := s.cfg.Store.ReservationByKey(ctx, sale.ID, req.UserID, req.IdempotencyKey)
+			switch {
+			case err == nil && prior.State != flashsale.ReservationVoided:
+				if prior.RequestHash != hash {
+					return nil, errKeyReused()
+				}
+				return prior, nil
+			case err != nil && !errors.Is(err, flashsale.ErrNotFound):
+				return nil, errUnavailable(err)
+			}
+		}
 		r, err := s.attempt(ctx, req, hash)
 		if err != nil && remembered(err) {
 			s.answers.put(ansKey, answer{hash: hash, err: err}, s.cfg.Now())

@@ -32,13 +32,18 @@ const (
 // It returns {code, remaining, epoch[, stored hold]}.
 const reserveLua = `
 local stock = redis.call('GET', KEYS[1])
-local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch')
+local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked')
 if not stock or meta[1] ~= '1' then return {4, 0, '0'} end
 local left = tonumber(stock)
 local epoch = meta[3]
 local prev = redis.call('HGET', KEYS[6], ARGV[8])
 if prev then return {2, left, epoch, prev} end
 if meta[2] == '1' then return {5, left, epoch} end
+-- A counter that disagrees with the gate's own bookkeeping was written
+-- behind the gate: sell nothing on it until a rebuild.
+if left + tonumber(meta[5] or '0') - tonumber(meta[6] or '0') ~= tonumber(meta[4] or '0') then
+  return {5, left, epoch}
+end
 if epoch ~= ARGV[7] then return {6, left, epoch} end
 if ARGV[5] ~= '' then
   local exp = redis.call('ZSCORE', KEYS[7], ARGV[5])
@@ -61,7 +66,9 @@ if ARGV[5] ~= '' then
 end
 redis.call('HINCRBY', KEYS[2], 'won', q)
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
-redis.call('HSET', KEYS[2], 'audited', left)
+-- By the audited delta, not to the counter: an unaudited write before
+-- this one stays visible.
+redis.call('HINCRBY', KEYS[2], 'audited', -q)
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[11], '*', 'op', 'reserve', 'source', 'reserve',
   'delta', -q, 'counter', left, 'res', ARGV[1], 'at', ARGV[10], 'seq', seq)
 return {1, left, epoch}
@@ -101,7 +108,7 @@ if enc then
   if f[4] ~= '' and redis.call('HGET', KEYS[5], f[4]) == ARGV[1] then redis.call('HDEL', KEYS[5], f[4]) end
   redis.call('HINCRBY', KEYS[2], 'restocked', q)
   local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
-  redis.call('HSET', KEYS[2], 'audited', left)
+  redis.call('HINCRBY', KEYS[2], 'audited', q)
   redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[5], '*', 'op', ARGV[2], 'source', ARGV[3],
     'delta', q, 'counter', left, 'res', ARGV[1], 'at', ARGV[4], 'seq', seq)
   moved = 1

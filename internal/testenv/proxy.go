@@ -1,19 +1,24 @@
 package testenv
 
 import (
-	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
-// Proxy is a TCP proxy in front of a server, for cutting the connection to
-// it in a fault drill: Cut closes every connection and refuses new ones,
-// Blackhole keeps connections open but forwards nothing (a partition),
-// Restore lets traffic through again.
+// Proxy is a TCP proxy in front of a server, for fault drills: Cut closes
+// every connection and refuses new ones, Blackhole keeps connections open
+// but forwards nothing (a partition), SetLatency delays what it forwards,
+// Restore lets traffic through again. Safe for concurrent use.
 type Proxy struct {
 	ln     net.Listener
 	target string
+
+	// up and down are the latencies, in nanoseconds, added to what the
+	// client sends and to what the server answers.
+	up, down atomic.Int64
 
 	mu    sync.Mutex
 	mode  int // 0 pass, 1 cut, 2 blackhole
@@ -61,11 +66,19 @@ func (p *Proxy) Blackhole() {
 }
 
 // Restore lets traffic through again (connections cut stay cut; clients
-// reconnect).
+// reconnect). It leaves the latency as it is.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.mode = proxyPass
 	p.mu.Unlock()
+}
+
+// SetLatency delays every byte the client sends by up and every byte the
+// server answers by down, from now on, keeping each stream in order: a
+// slow network rather than a lossy one. Zero removes the delay.
+func (p *Proxy) SetLatency(up, down time.Duration) {
+	p.up.Store(int64(up))
+	p.down.Store(int64(down))
 }
 
 func (p *Proxy) closeAll() {
@@ -111,28 +124,48 @@ func (p *Proxy) accept() {
 			}
 			continue
 		}
-		go p.pipe(client, server)
-		go p.pipe(server, client)
+		go p.pipe(client, server, &p.down)
+		go p.pipe(server, client, &p.up)
 	}
 }
 
-// pipe copies src to dst while the proxy passes traffic; in a blackhole it
-// reads and drops.
-func (p *Proxy) pipe(dst, src net.Conn) {
-	defer dst.Close()
+// chunk is bytes read from one side, to be written to the other once due.
+type chunk struct {
+	due  time.Time
+	data []byte
+}
+
+// pipe copies src to dst while the proxy passes traffic, each read held
+// back by the latency in effect when it was read; in a blackhole it reads
+// and drops. The reader and the writer are separate goroutines joined by a
+// queue, so a delay never slows the reading and the stream stays in order.
+func (p *Proxy) pipe(dst, src net.Conn, latency *atomic.Int64) {
+	queue := make(chan chunk, 1024)
+	go func() {
+		defer dst.Close()
+		for c := range queue {
+			if d := time.Until(c.due); d > 0 {
+				time.Sleep(d)
+			}
+			if _, err := dst.Write(c.data); err != nil {
+				src.Close()
+				for range queue { // drain, so the reader never blocks
+				}
+				return
+			}
+		}
+	}()
 	defer src.Close()
+	defer close(queue)
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 && p.passing() {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
+			data := make([]byte, n)
+			copy(data, buf[:n])
+			queue <- chunk{due: time.Now().Add(time.Duration(latency.Load())), data: data}
 		}
 		if err != nil {
-			if err != io.EOF {
-				return
-			}
 			return
 		}
 	}

@@ -89,7 +89,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /admin/sales/{sku}/rebuild", s.admin(s.rebuildSale))
 	m.HandleFunc("GET /admin/sales/{sku}/audit", s.admin(s.auditSale))
 	m.HandleFunc("GET /admin/orders", s.admin(s.listOrders))
-	m.HandleFunc("POST /admin/orders/{id}/ship", s.admin(s.shipOrder))
+	m.HandleFunc("POST /admin/orders/{id}/ship", s.admin(s.changeOrder(flashsale.OrderShipped)))
+	m.HandleFunc("POST /admin/orders/{id}/cancel", s.admin(s.changeOrder(flashsale.OrderCancelled)))
+	m.HandleFunc("POST /admin/orders/{id}/refund", s.admin(s.changeOrder(flashsale.OrderRefunded)))
 	m.HandleFunc("/admin/", s.admin(s.notFound))
 
 	// Plumbing.

@@ -72,6 +72,12 @@ func (in *Inbox) Exec(ctx context.Context, query string, args ...any) error {
 	return err
 }
 
+// QueryRow runs a query outside Process, for a consumer reading its own
+// tables.
+func (in *Inbox) QueryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return in.db.QueryRowContext(ctx, query, args...)
+}
+
 // Process records the event id and applies the effect in one transaction,
 // unless the id was processed before; it reports whether it applied the
 // effect. If apply fails, nothing is recorded and the error is returned, so

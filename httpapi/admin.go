@@ -129,6 +129,9 @@ type adminSaleJSON struct {
 	// does not ("not_loaded") or did not answer ("unreachable").
 	Gate string `json:"gate"`
 	Warm bool   `json:"warm"`
+	// Outbox is the sale's events waiting to be published, the age of the
+	// oldest (the relay's lag) and its dead letters.
+	Outbox *outboxJSON `json:"outbox,omitempty"`
 	// Errors lists live figures that could not be read.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -171,6 +174,11 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		v.Errors = append(v.Errors, "record: unreachable")
 	}
 	v.Pending, v.Confirmed, v.Expired, v.Cancelled, v.Voided = totals.Pending, totals.Confirmed, totals.Expired, totals.Cancelled, totals.Voided
+	if st, err := s.cfg.Store.OutboxStats(ctx, sale.ID); err != nil {
+		v.Errors = append(v.Errors, "outbox: unreachable")
+	} else {
+		v.Outbox = outboxOut(st, now)
+	}
 	issued := int64(0)
 	if s.cfg.Queue != nil {
 		if n, err := s.cfg.Queue.Len(ctx, sale.ID); err == nil {

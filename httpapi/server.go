@@ -92,6 +92,11 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /admin/orders/{id}/ship", s.admin(s.changeOrder(flashsale.OrderShipped)))
 	m.HandleFunc("POST /admin/orders/{id}/cancel", s.admin(s.changeOrder(flashsale.OrderCancelled)))
 	m.HandleFunc("POST /admin/orders/{id}/refund", s.admin(s.changeOrder(flashsale.OrderRefunded)))
+	m.HandleFunc("GET /admin/orders/{id}/history", s.admin(s.orderHistory))
+	m.HandleFunc("GET /admin/sales/{sku}/events", s.admin(s.saleEvents))
+	m.HandleFunc("GET /admin/outbox", s.admin(s.outboxStats))
+	m.HandleFunc("GET /admin/outbox/dead", s.admin(s.deadEvents))
+	m.HandleFunc("POST /admin/outbox/{id}/replay", s.admin(s.replayEvent))
 	m.HandleFunc("/admin/", s.admin(s.notFound))
 
 	// Plumbing.

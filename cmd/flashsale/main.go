@@ -3,6 +3,8 @@
 //	flashsale serve     run the server (embedded default: in-process gate, SQLite)
 //	flashsale token     print a shopper JWT signed with the development key
 //	flashsale sale      create, list, show, pause, resume, rebuild sales
+//	flashsale order     list orders, show one's history, ship, cancel, refund
+//	flashsale outbox    the outbox's figures; list and replay dead letters
 //
 // Run "flashsale <command> -h" for the flags of each.
 package main
@@ -51,6 +53,8 @@ Usage:
   flashsale token --user ID         print a shopper JWT for trying the routes by hand
   flashsale sale create|list|show|pause|resume|rebuild ...
                                     drive the operator routes of a running server
+  flashsale order list SKU | history ID | ship|cancel|refund ID --version N
+  flashsale outbox stats | dead | replay ID
 `
 
 // run is the whole program, with its environment passed in, so that tests
@@ -67,6 +71,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return tokenCmd(args[1:], getenv, stdout, stderr)
 	case "sale":
 		return saleCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "order":
+		return orderCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "outbox":
+		return outboxCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -69,20 +69,13 @@ func collectOutbox(rows *sql.Rows) ([]*flashsale.OutboxEvent, error) {
 // change they report, skipping ids the outbox has; it reports how many
 // were new.
 func insertEvents(ctx context.Context, tx *sql.Tx, events ...flashsale.Event) (int, error) {
-	if len(events) == 0 {
-		return 0, nil
-	}
-	stmt, err := tx.PrepareContext(ctx, `
-		INSERT INTO outbox (event_id, topic, sale_id, payload, created_at, next_attempt_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?5)
-		ON CONFLICT (event_id) DO NOTHING`)
-	if err != nil {
-		return 0, fmt.Errorf("write events: %w", err)
-	}
-	defer stmt.Close()
 	n := 0
 	for _, e := range events {
-		res, err := stmt.ExecContext(ctx, e.ID, string(e.Type), e.SaleID, string(e.Payload), micros(e.OccurredAt))
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO outbox (event_id, topic, sale_id, payload, created_at, next_attempt_at)
+			VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+			ON CONFLICT (event_id) DO NOTHING`,
+			e.ID, string(e.Type), e.SaleID, string(e.Payload), micros(e.OccurredAt))
 		if err != nil {
 			return n, fmt.Errorf("write event %s: %w", e.ID, err)
 		}

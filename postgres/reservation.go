@@ -335,8 +335,8 @@ func (s *Store) CancelReservation(ctx context.Context, id, userID string, now ti
 // before now (those that ended first), marks them expired and restocked at now
 // in the same statement, writes their reservation.expired events in the same
 // transaction, and returns them (with SKU). Concurrent callers
-// skip each other's claimed rows (SKIP LOCKED), and the outer UPDATE
-// re-checks pending and restocked_at IS NULL, so each reservation is
+// skip each other's claimed rows (SKIP LOCKED), and a row is locked only if
+// it is still pending in its latest version, so each reservation is
 // returned to exactly one caller, once. A limit below 1 claims nothing.
 func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*flashsale.Reservation, error) {
 	if limit < 1 {
@@ -345,7 +345,14 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*fla
 	var expired []*flashsale.Reservation
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		// MATERIALIZED: the claim is evaluated once, so it can never yield
-		// more than LIMIT rows to the UPDATE.
+		// more than LIMIT rows to the UPDATE. The UPDATE joins on the
+		// primary key alone: the subquery locked the rows after re-checking
+		// "pending" on their latest version, so nothing can have ended
+		// them since; and repeating the predicate there lets the planner,
+		// without statistics on a young table, drive the join from the
+		// partial index (a nested loop over every pending hold for each
+		// claimed one: 2.5 s per claim of 500 at 20,000 due, by EXPLAIN
+		// ANALYZE).
 		rows, err := tx.Query(ctx, `
 			WITH due AS MATERIALIZED (
 				SELECT reservation_id FROM reservations
@@ -358,7 +365,6 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*fla
 				SET state = 'expired', restocked_at = $1, version = x.version + 1
 				FROM due
 				WHERE x.reservation_id = due.reservation_id
-				  AND x.state = 'pending' AND x.restocked_at IS NULL
 				RETURNING x.*)
 			SELECT `+reservationColumns+` FROM r`+reservationJoins,
 			now, limit)

@@ -76,3 +76,49 @@ type Order struct {
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 }
+
+// OrderChange is an operator's (or a service's) move of an order to a new
+// state, conditional on the version they read.
+type OrderChange struct {
+	OrderID string
+	// Version is the order's version as the actor read it; the change
+	// applies only if the order is still at it.
+	Version int64
+	// To is OrderShipped, OrderCancelled or OrderRefunded.
+	To OrderState
+	// Actor names who made the change, for the audit trail; the record
+	// refuses an empty one.
+	Actor  string
+	Reason string
+	At     time.Time
+}
+
+// OrderTransition is one row of an order's audit trail: a move from one
+// state to another, by whom and when, with the event written with it.
+type OrderTransition struct {
+	OrderID string
+	// From is "" for the order's creation (confirmed).
+	From    OrderState
+	To      OrderState
+	Actor   string
+	Reason  string
+	Version int64
+	At      time.Time
+	EventID string
+}
+
+// OrderFrom lists the states an order may leave for to: shipped and
+// cancelled only from confirmed, refunded from confirmed or shipped.
+func OrderFrom(to OrderState) []OrderState {
+	switch to {
+	case OrderShipped, OrderCancelled:
+		return []OrderState{OrderConfirmed}
+	case OrderRefunded:
+		return []OrderState{OrderConfirmed, OrderShipped}
+	}
+	return nil
+}
+
+// Restocks reports whether moving an order to the state gives its units
+// back to the sale's stock.
+func (s OrderState) Restocks() bool { return s == OrderCancelled || s == OrderRefunded }

@@ -31,8 +31,10 @@ type SaleStore interface {
 	UpdateSale(ctx context.Context, s *Sale, version int64) error
 
 	// SetSaleState moves the sale to state (with a reason when paused)
-	// whatever its version, and bumps the version. It returns the sale as
-	// written.
+	// whatever its version, and bumps the version, unless the sale is
+	// already in that state (then it is returned as it is). A move is
+	// written with its event (SaleStateEvent) in the same transaction. It
+	// returns the sale as written.
 	SetSaleState(ctx context.Context, id string, state SaleState, reason string, at time.Time) (*Sale, error)
 
 	// BeginRebuild bumps the sale's epoch and returns the new epoch with the
@@ -50,10 +52,13 @@ type SaleStore interface {
 // conditional UPDATE whose rows-affected count is the answer.
 type ReservationStore interface {
 	// CreateReservation inserts r as pending if the sale's epoch is still
-	// r.Epoch. It returns ErrStaleEpoch if the gate was rebuilt meanwhile,
+	// r.Epoch, and in the same statement its reservation.created event and
+	// the events in also (those whose id the outbox already has are
+	// skipped). It returns ErrStaleEpoch if the gate was rebuilt meanwhile,
 	// and ErrDuplicate if the id, the shopper's idempotency key, the
-	// shopper's live hold or the instrument's live hold already exists.
-	CreateReservation(ctx context.Context, r *Reservation) error
+	// shopper's live hold or the instrument's live hold already exists;
+	// then no event is written.
+	CreateReservation(ctx context.Context, r *Reservation, also ...Event) error
 
 	// Reservation returns the reservation with the id (with its OrderID
 	// when confirmed), or ErrNotFound.
@@ -64,20 +69,25 @@ type ReservationStore interface {
 	ReservationByKey(ctx context.Context, saleID, userID, key string) (*Reservation, error)
 
 	// ConfirmReservation turns the shopper's pending, unexpired reservation
-	// into an order, or returns the order it already became. Errors:
+	// into an order, or returns the order it already became. A new order
+	// is written with its audit row (from nothing to confirmed, by the
+	// shopper) and its order.confirmed event, in one transaction. Errors:
 	// ErrNotFound (no such reservation of this shopper), CodeReservationExpired,
 	// CodeReservationCancelled.
 	ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (*Reservation, *Order, error)
 
 	// CancelReservation cancels the shopper's pending reservation and marks
-	// it restocked in the same conditional UPDATE. restocked reports
+	// it restocked in the same conditional UPDATE, with its
+	// reservation.cancelled event in the same transaction. restocked reports
 	// whether this call did so, in which case the caller returns the units
 	// to the gate. Cancelling a cancelled reservation is not an error.
 	// Errors: ErrNotFound, CodeReservationExpired, CodeReservationConfirmed.
 	CancelReservation(ctx context.Context, id, userID string, now time.Time) (r *Reservation, restocked bool, err error)
 
 	// ExpireDue claims up to limit pending reservations whose hold ended at
-	// or before now, marks them expired and restocked, and returns them.
+	// or before now, marks them expired and restocked, writes one
+	// reservation.expired event for each in the same transaction, and
+	// returns them.
 	// However many callers run at once, each reservation is returned to
 	// exactly one of them, once.
 	ExpireDue(ctx context.Context, now time.Time, limit int) ([]*Reservation, error)
@@ -101,10 +111,79 @@ type OrderStore interface {
 	// Orders returns the sale's orders, oldest first.
 	Orders(ctx context.Context, saleID string) ([]*Order, error)
 
-	// ShipOrder moves a confirmed order to shipped with one conditional
-	// UPDATE on id and version. Errors: ErrNotFound, ErrVersionConflict,
-	// CodeInvalidState if the order is not confirmed.
-	ShipOrder(ctx context.Context, id string, version int64, now time.Time) (*Order, error)
+	// ChangeOrder moves an order to c.To with one conditional UPDATE on id
+	// and version, and writes in the same transaction its audit row and its
+	// order event. Cancelling and refunding also end the order's
+	// reservation (confirmed to cancelled, restocked_at set) with a
+	// conditional UPDATE and its reservation.cancelled event; restocked
+	// reports whether that UPDATE took the row, and only then does the
+	// caller return the units to the gate. Errors: ErrNotFound,
+	// ErrVersionConflict (zero rows at that version), CodeInvalidState
+	// (the order is at that version but its state does not allow the
+	// move), CodeBadRequest (c.To is not shipped, cancelled or refunded).
+	ChangeOrder(ctx context.Context, c OrderChange) (o *Order, restocked bool, err error)
+
+	// OrderHistory returns the order's audit rows, oldest first; none for
+	// an order that does not exist.
+	OrderHistory(ctx context.Context, orderID string) ([]OrderTransition, error)
+}
+
+// OutboxStore is the record's transactional outbox: the events written with
+// the changes they report, and the work queue a relay drains. Every method
+// that moves an event is one conditional statement; those that finish a
+// claim are fenced by its token, so a relay whose claim lapsed (a zombie)
+// changes nothing.
+type OutboxStore interface {
+	// AppendEvents writes the events whose ids the outbox does not have
+	// yet, and reports how many it wrote: several servers may report the
+	// same occurrence under one id, and one row results.
+	AppendEvents(ctx context.Context, events ...Event) (int, error)
+
+	// ClaimEvents claims up to c.Limit events due at c.Now (pending, and
+	// not held by a live claim), oldest due first: it writes c.Token to
+	// them, counts an attempt, and holds them until c.Now+c.Lease.
+	// Concurrent claims never take the same event.
+	ClaimEvents(ctx context.Context, c EventClaim) ([]*OutboxEvent, error)
+
+	// CompleteEvents marks the events of ids that the claim token still
+	// holds as published at at, and reports how many it marked.
+	CompleteEvents(ctx context.Context, token string, ids []string, at time.Time) (int, error)
+
+	// RetryEvent releases an event the claim token still holds after a
+	// failed delivery, to be tried again at retryAt, keeping cause as its
+	// last error. It reports whether the token still held the event.
+	RetryEvent(ctx context.Context, token, id string, retryAt time.Time, cause string) (bool, error)
+
+	// BuryEvent dead-letters an event the claim token still holds, at at,
+	// with cause. It reports whether the token still held the event.
+	BuryEvent(ctx context.Context, token, id string, at time.Time, cause string) (bool, error)
+
+	// BuryAbandoned dead-letters pending events that are due at now and
+	// already used maxAttempts claims (their last claimer died or gave up
+	// without an answer), and reports how many.
+	BuryAbandoned(ctx context.Context, now time.Time, maxAttempts int) (int, error)
+
+	// ReplayEvent gives a dead-lettered event a new life: pending, due at
+	// at, no attempts. Errors: ErrNotFound, CodeInvalidState (it is not
+	// dead).
+	ReplayEvent(ctx context.Context, id string, at time.Time) (*OutboxEvent, error)
+
+	// OutboxEvent returns the event with the id, or ErrNotFound.
+	OutboxEvent(ctx context.Context, id string) (*OutboxEvent, error)
+
+	// SaleEvents returns up to limit of the sale's events, oldest first.
+	SaleEvents(ctx context.Context, saleID string, limit int) ([]*OutboxEvent, error)
+
+	// DeadEvents returns up to limit dead-lettered events, newest first.
+	DeadEvents(ctx context.Context, limit int) ([]*OutboxEvent, error)
+
+	// OutboxStats returns the figures of the sale's events, or of all
+	// events for saleID "".
+	OutboxStats(ctx context.Context, saleID string) (OutboxStats, error)
+
+	// PurgePublished deletes up to limit events published before before,
+	// and reports how many.
+	PurgePublished(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // Store is the record: where sales, reservations and orders are durable.
@@ -115,6 +194,7 @@ type Store interface {
 	ReservationStore
 	OrderStore
 	DrawStore
+	OutboxStore
 	// Ping reports whether the record answers.
 	Ping(ctx context.Context) error
 	Close() error

@@ -260,6 +260,45 @@ func (s *Service) pause(ctx context.Context, sale *flashsale.Sale, reason string
 	return paused, nil
 }
 
+// ChangeOrder moves an order for an operator (actor names them): one
+// conditional UPDATE on the order's id and version, with its audit row and
+// its event in the same transaction (see flashsale.OrderStore.ChangeOrder).
+// Cancelling or refunding gives the order's units back through the same
+// exactly-once restock as an expired hold: the record decides, in that
+// transaction, by moving the reservation from confirmed to cancelled with
+// restocked_at set, and only if that took the row is the gate restocked.
+// A restock cut off between the two steps (the gate did not answer, the
+// process died) is finished by the sweeper's reconciler, which restocks any
+// hold the gate keeps whose reservation is no longer live.
+//
+// Errors: flashsale.ErrNotFound, flashsale.ErrVersionConflict (the order
+// moved since version), CodeInvalidState (its state forbids the move),
+// CodeBadRequest.
+func (s *Service) ChangeOrder(ctx context.Context, id string, version int64, to flashsale.OrderState, actor, reason string) (*flashsale.Order, error) {
+	o, restocked, err := s.store.ChangeOrder(ctx, flashsale.OrderChange{
+		OrderID: id, Version: version, To: to, Actor: actor, Reason: reason, At: s.now()})
+	if err != nil {
+		return nil, err
+	}
+	if !restocked {
+		return o, nil
+	}
+	source := "order." + string(to)
+	moved, err := s.gate.Restock(ctx, o.SaleID, o.ReservationID, source)
+	switch {
+	case errors.Is(err, flashsale.ErrNotLoaded):
+		// The gate lost the sale; its rebuild reads the record, where the
+		// hold is no longer live.
+	case err != nil:
+		s.logger.Warn("control: the record gave the order's units back; the reconciler will restock the gate",
+			"order", o.ID, "reservation", o.ReservationID, "err", err)
+	case moved:
+		s.metrics.Restocked(source, o.Quantity)
+	}
+	s.logger.Info("order "+string(to), "order", o.ID, "sku", o.SKU, "actor", actor, "version", o.Version, "restocked", moved)
+	return o, nil
+}
+
 // ErrRebuildRequired: the gate has no counter for a sale that has taken
 // holds, so it must be rebuilt from the record before it sells again.
 var ErrRebuildRequired = &flashsale.Error{Code: "rebuild_required",
@@ -366,8 +405,10 @@ func gateUnavailable(err error) error {
 }
 
 // Warmer loads each sale's counter into the gate before the sale opens (the
-// design's "warm everything before the gate opens"), and fails a sale closed
-// when its open counter has gone missing from the gate. It runs until Stop.
+// design's "warm everything before the gate opens"), fails a sale closed
+// when its open counter has gone missing from the gate, and announces each
+// sale's opening (sale.opened) once the sale is open and warm. It runs
+// until Stop.
 type Warmer struct {
 	svc      *Service
 	lead     time.Duration
@@ -377,6 +418,9 @@ type Warmer struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	warm   map[string]bool
+	// opened lists the sales whose sale.opened this process has written
+	// (or found written), so it writes each at most once.
+	opened map[string]bool
 }
 
 // WarmerConfig configures a Warmer.
@@ -395,7 +439,7 @@ func NewWarmer(svc *Service, cfg WarmerConfig) *Warmer {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
 	}
-	return &Warmer{svc: svc, lead: cfg.Lead, interval: cfg.Interval, warm: make(map[string]bool)}
+	return &Warmer{svc: svc, lead: cfg.Lead, interval: cfg.Interval, warm: make(map[string]bool), opened: make(map[string]bool)}
 }
 
 // Start runs the warmer in the background.
@@ -463,12 +507,18 @@ func (w *Warmer) WarmOnce(ctx context.Context) error {
 		}
 		if snap.Loaded {
 			w.setWarm(sale.ID, true)
+			if err := w.announce(ctx, sale, now); err != nil {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		err = w.svc.load(ctx, sale)
 		switch {
 		case err == nil:
 			w.setWarm(sale.ID, true)
+			if err := w.announce(ctx, sale, now); err != nil {
+				errs = append(errs, err)
+			}
 		case errors.Is(err, ErrRebuildRequired):
 			w.setWarm(sale.ID, false)
 			if sale.State != flashsale.SalePaused {
@@ -480,6 +530,30 @@ func (w *Warmer) WarmOnce(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// announce writes the sale's sale.opened once it is open with its counter
+// in the gate. Every server's warmer notices the opening; the event's id is
+// the sale's, so the outbox keeps one. Each process writes it at most once,
+// so the record sees one statement per sale per server, never one per
+// request.
+func (w *Warmer) announce(ctx context.Context, sale *flashsale.Sale, now time.Time) error {
+	if sale.StateAt(now) != flashsale.SaleOpen {
+		return nil
+	}
+	w.mu.Lock()
+	done := w.opened[sale.ID]
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	if _, err := w.svc.store.AppendEvents(ctx, flashsale.SaleOpenedEvent(sale)); err != nil {
+		return fmt.Errorf("announce the opening of %s: %w", sale.SKU, err)
+	}
+	w.mu.Lock()
+	w.opened[sale.ID] = true
+	w.mu.Unlock()
+	return nil
 }
 
 func (w *Warmer) setWarm(saleID string, warm bool) {

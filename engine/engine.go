@@ -1,7 +1,8 @@
 // Package engine assembles a flash-sale server from its parts: the record
 // (SQLite or PostgreSQL), the stock gate (in process or Redis), the waiting
 // room, the purchase path, the operator's controls and the background
-// services (warmer, sweeper, invariant watcher), behind the HTTP API.
+// services (warmer, sweeper, invariant watcher, outbox relay), behind the
+// HTTP API.
 //
 // cmd/flashsale serves it; tests and the rehearsal run it in process.
 package engine
@@ -16,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -27,8 +29,10 @@ import (
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/identity"
 	"github.com/flashsale/flashsale/invariant"
+	"github.com/flashsale/flashsale/jetstream"
 	"github.com/flashsale/flashsale/memory"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/outbox"
 	"github.com/flashsale/flashsale/page"
 	"github.com/flashsale/flashsale/postgres"
 	"github.com/flashsale/flashsale/purchase"
@@ -37,6 +41,7 @@ import (
 	"github.com/flashsale/flashsale/sweeper"
 	"github.com/flashsale/flashsale/token"
 	"github.com/flashsale/flashsale/waitroom"
+	"github.com/flashsale/flashsale/webhook"
 )
 
 // Config says which parts to use and how. The zero value (with DataDir)
@@ -103,6 +108,28 @@ type Config struct {
 	// (default 5, one every 2s). Burst < 0 turns rate limiting off.
 	ReserveEvery time.Duration
 	ReserveBurst int
+
+	// EventsSink is where the outbox relay publishes events: "log" (the
+	// default), "webhook", "nats", or "none" (no relay runs in this
+	// process; the events wait in the outbox for a relay elsewhere).
+	EventsSink string
+	// WebhookURL and WebhookSecret configure the webhook sink.
+	WebhookURL    string
+	WebhookSecret string
+	// NATSURL, NATSStream and NATSSubject configure the JetStream sink
+	// (defaults: package jetstream's).
+	NATSURL     string
+	NATSStream  string
+	NATSSubject string
+	// OutboxMaxConns bounds the relay's own PostgreSQL pool (default 2),
+	// apart from the purchase path's DatabaseMaxConns, so that the relay
+	// can never take the connections reserves need.
+	OutboxMaxConns int32
+	// RelayInterval is how often an idle relay looks for events (default
+	// 250ms); a write in this process wakes it at once.
+	RelayInterval time.Duration
+	// Sink, when set, replaces EventsSink's (tests).
+	Sink outbox.Sink
 }
 
 // Engine is an assembled server. Its Handler serves the API; Start runs the
@@ -128,6 +155,10 @@ type Engine struct {
 	Snapshots *waitroom.OriginSnapshots
 	Edge      *waitroom.EdgeSnapshots
 	Metrics   *metrics.Metrics
+	// Relay publishes the outbox's events to Sink; nil with EventsSink
+	// "none".
+	Relay *outbox.Relay
+	Sink  outbox.Sink
 
 	// DevelopmentKey reports that shopper JWTs are verified with the
 	// well-known development key.
@@ -136,6 +167,11 @@ type Engine struct {
 	limiter purchase.Limiter
 
 	closers []func() error
+	// relayStore is the record as the relay uses it: for PostgreSQL, a
+	// pool of its own.
+	relayStore outbox.Store
+	// relay is what the record's events hook wakes.
+	relay atomic.Pointer[outbox.Relay]
 }
 
 // Open assembles an engine. On error, whatever was opened is closed.
@@ -216,6 +252,9 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
 	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Store, Sales: e.Catalog,
 		Pause: e.Control.FailClosed, Now: cfg.Now, Interval: cfg.InvariantInterval, Logger: logger, Metrics: e.Metrics})
+	if err := e.openRelay(ctx); err != nil {
+		return nil, err
+	}
 	e.Handler = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
 		Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control, Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Store, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
@@ -278,7 +317,7 @@ func (e *Engine) openStore(ctx context.Context) error {
 		if !strings.HasPrefix(cfg.DatabaseURL, "postgres://") && !strings.HasPrefix(cfg.DatabaseURL, "postgresql://") {
 			return errors.New("--database-url must be a postgres:// URL")
 		}
-		opts := []postgres.Option{postgres.WithClock(cfg.Now)}
+		opts := []postgres.Option{postgres.WithClock(cfg.Now), postgres.WithEventsHook(e.eventsWritten)}
 		if cfg.DatabaseMaxConns > 0 {
 			opts = append(opts, postgres.WithMaxConns(cfg.DatabaseMaxConns))
 		}
@@ -288,17 +327,76 @@ func (e *Engine) openStore(ctx context.Context) error {
 		}
 		e.Store = st
 		e.closers = append(e.closers, st.Close)
+		if cfg.EventsSink != "none" {
+			conns := cfg.OutboxMaxConns
+			if conns <= 0 {
+				conns = 2
+			}
+			rs, err := st.Sibling(ctx, conns)
+			if err != nil {
+				return fmt.Errorf("open the relay's PostgreSQL pool: %w", err)
+			}
+			e.relayStore = rs
+			e.closers = append(e.closers, rs.Close)
+		}
 		return nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "flashsale.db"), sqlite.WithClock(cfg.Now))
+	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "flashsale.db"), sqlite.WithClock(cfg.Now), sqlite.WithEventsHook(e.eventsWritten))
 	if err != nil {
 		return fmt.Errorf("open SQLite: %w", err)
 	}
 	e.Store = st
 	e.closers = append(e.closers, st.Close)
+	// SQLite has one writer: the relay's claims queue for it with every
+	// other write, one statement per batch, so it shares the store.
+	e.relayStore = st
+	return nil
+}
+
+// eventsWritten wakes the relay after a commit that wrote events.
+func (e *Engine) eventsWritten() {
+	if r := e.relay.Load(); r != nil {
+		r.Notify()
+	}
+}
+
+// openRelay sets up the sink the configuration names and the relay that
+// drains the outbox into it.
+func (e *Engine) openRelay(ctx context.Context) error {
+	cfg := e.Config
+	sink := cfg.Sink
+	switch {
+	case sink != nil:
+	case cfg.EventsSink == "none":
+		return nil
+	case cfg.EventsSink == "" || cfg.EventsSink == "log":
+		sink = outbox.LogSink{Logger: cfg.Logger}
+	case cfg.EventsSink == "webhook":
+		wh, err := webhook.New(webhook.Config{URL: cfg.WebhookURL, Secret: []byte(cfg.WebhookSecret)})
+		if err != nil {
+			return fmt.Errorf("--events-sink webhook: %w", err)
+		}
+		sink = wh
+	case cfg.EventsSink == "nats":
+		js, err := jetstream.Open(ctx, jetstream.Config{URL: cfg.NATSURL, Stream: cfg.NATSStream, Subject: cfg.NATSSubject})
+		if err != nil {
+			return fmt.Errorf("--events-sink nats: %w", err)
+		}
+		e.closers = append(e.closers, js.Close)
+		sink = js
+	default:
+		return fmt.Errorf("--events-sink must be log, webhook, nats or none, not %q", cfg.EventsSink)
+	}
+	if e.relayStore == nil {
+		return errors.New("the record gave the relay no store")
+	}
+	e.Sink = sink
+	e.Relay = outbox.New(outbox.Config{Store: e.relayStore, Sink: sink, Name: cfg.Source, Now: cfg.Now,
+		Interval: cfg.RelayInterval, Logger: cfg.Logger, Metrics: e.Metrics})
+	e.relay.Store(e.Relay)
 	return nil
 }
 
@@ -365,6 +463,9 @@ func (e *Engine) Start(ctx context.Context) {
 	e.Pacer.Start(ctx)
 	e.Sweeper.Start(ctx)
 	e.Watcher.Start(ctx)
+	if e.Relay != nil {
+		e.Relay.Start(ctx)
+	}
 }
 
 // Stop stops the background services and waits for their rounds.
@@ -372,6 +473,9 @@ func (e *Engine) Stop() {
 	if e.Edge != nil {
 		e.Edge.Stop()
 		return
+	}
+	if e.Relay != nil {
+		e.Relay.Stop()
 	}
 	e.Watcher.Stop()
 	e.Sweeper.Stop()

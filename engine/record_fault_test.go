@@ -20,11 +20,11 @@ type faultyStore struct {
 
 var errConnReset = errors.New("read tcp: connection reset by peer (fault drill)")
 
-func (f *faultyStore) CreateReservation(ctx context.Context, r *flashsale.Reservation) error {
+func (f *faultyStore) CreateReservation(ctx context.Context, r *flashsale.Reservation, also ...flashsale.Event) error {
 	if f.failBefore.Add(-1) >= 0 {
 		return errConnReset
 	}
-	err := f.Store.CreateReservation(ctx, r)
+	err := f.Store.CreateReservation(ctx, r, also...)
 	if err == nil && f.failAfter.Add(-1) >= 0 {
 		return errConnReset
 	}

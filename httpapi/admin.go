@@ -148,6 +148,9 @@ type adminSaleJSON struct {
 	// and lottery sales.
 	Pacing *pacingJSON `json:"pacing,omitempty"`
 	Draw   *drawJSON   `json:"draw,omitempty"`
+	// Outbox is the sale's events waiting to be published, the age of the
+	// oldest (the relay's lag) and its dead letters.
+	Outbox *outboxJSON `json:"outbox,omitempty"`
 	// Errors lists live figures that could not be read.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -190,6 +193,11 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		v.Errors = append(v.Errors, "record: unreachable")
 	}
 	v.Pending, v.Confirmed, v.Expired, v.Cancelled, v.Voided = totals.Pending, totals.Confirmed, totals.Expired, totals.Cancelled, totals.Voided
+	if st, err := s.cfg.Store.OutboxStats(ctx, sale.ID); err != nil {
+		v.Errors = append(v.Errors, "outbox: unreachable")
+	} else {
+		v.Outbox = outboxOut(st, now)
+	}
 	issued := int64(0)
 	upTo := int64(0)
 	if s.cfg.Queue != nil {
@@ -448,21 +456,54 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"orders": out})
 }
 
-func (s *Server) shipOrder(w http.ResponseWriter, r *http.Request) {
-	if err := decode(w, r, &struct{}{}, true); err != nil {
-		writeError(w, s.cfg.Logger, r, err)
-		return
+// orderChangeBody is the optional body of an order move.
+type orderChangeBody struct {
+	Reason string `json:"reason"`
+}
+
+// changeOrder answers POST /admin/orders/{id}/{ship,cancel,refund}: the
+// order moves to to only if it is still at the If-Match version (428
+// without one, 412 when it moved since), and the answer is the order with
+// its new version (also as ETag).
+func (s *Server) changeOrder(to flashsale.OrderState) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var b orderChangeBody
+		if err := decode(w, r, &b, true); err != nil {
+			writeError(w, s.cfg.Logger, r, err)
+			return
+		}
+		version, err := ifMatch(r)
+		if err != nil {
+			writeError(w, s.cfg.Logger, r, err)
+			return
+		}
+		reason := strings.TrimSpace(b.Reason)
+		if len(reason) > 512 {
+			writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "reason must be at most 512 characters."))
+			return
+		}
+		o, err := s.cfg.Control.ChangeOrder(r.Context(), r.PathValue("id"), version, to, operator(r), reason)
+		if err != nil {
+			writeError(w, s.cfg.Logger, r, err)
+			return
+		}
+		w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(o.Version, 10)))
+		writeJSON(w, http.StatusOK, orderOut(o))
 	}
-	version, err := ifMatch(r)
-	if err != nil {
-		writeError(w, s.cfg.Logger, r, err)
-		return
+}
+
+// operator names who made an operator change, for the audit trail: the
+// admin token identifies no one, so an X-Operator header may say who
+// (letters, digits and ._@- only, at most 64), else "operator".
+func operator(r *http.Request) string {
+	name := strings.TrimSpace(r.Header.Get("X-Operator"))
+	if name == "" || len(name) > 64 {
+		return "operator"
 	}
-	o, err := s.cfg.Store.ShipOrder(r.Context(), r.PathValue("id"), version, s.cfg.Now())
-	if err != nil {
-		writeError(w, s.cfg.Logger, r, err)
-		return
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._@-", c)) {
+			return "operator"
+		}
 	}
-	w.Header().Set("ETag", strconv.Quote(strconv.FormatInt(o.Version, 10)))
-	writeJSON(w, http.StatusOK, orderOut(o))
+	return "operator:" + name
 }

@@ -1,5 +1,6 @@
 // Package metrics defines the Prometheus collectors of the funnel: requests
-// and rejections by layer and code, gate latency, and the invariant's state.
+// and rejections by layer and code, gate latency, the invariant's state, and
+// the outbox (pending events, lag, dead letters, deliveries).
 //
 // A nil *Metrics is valid and records nothing, so services and tests that do
 // not care about metrics pass nil.
@@ -36,6 +37,14 @@ type Metrics struct {
 	invariantDiff  *prometheus.GaugeVec
 	invariantAt    *prometheus.GaugeVec
 	salePaused     *prometheus.GaugeVec
+
+	outboxPending   prometheus.Gauge
+	outboxLag       prometheus.Gauge
+	outboxDead      prometheus.Gauge
+	outboxDelivered *prometheus.CounterVec
+	outboxRetried   *prometheus.CounterVec
+	outboxBuried    *prometheus.CounterVec
+	outboxLatency   *prometheus.HistogramVec
 }
 
 // New registers the collectors, with the Go and process collectors, on a
@@ -90,12 +99,42 @@ func New() *Metrics {
 			Name: "flashsale_sale_paused",
 			Help: "1 while the sale is paused.",
 		}, []string{"sku"}),
+		outboxPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flashsale_outbox_pending_events",
+			Help: "Events in the outbox not yet delivered (nor dead-lettered), at the relay's last look.",
+		}),
+		outboxLag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flashsale_outbox_lag_seconds",
+			Help: "Age of the oldest pending event in the outbox, at the relay's last look.",
+		}),
+		outboxDead: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flashsale_outbox_dead_events",
+			Help: "Dead-lettered events waiting for an operator (flashsale outbox dead / replay).",
+		}),
+		outboxDelivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_outbox_delivered_total",
+			Help: "Events the sink took, by sink (at least once: a redelivery counts again).",
+		}, []string{"sink"}),
+		outboxRetried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_outbox_retries_total",
+			Help: "Failed deliveries put back for a later attempt, by sink.",
+		}, []string{"sink"}),
+		outboxBuried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_outbox_dead_lettered_total",
+			Help: "Events dead-lettered after their last attempt, by sink.",
+		}, []string{"sink"}),
+		outboxLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "flashsale_outbox_delivery_seconds",
+			Help:    "From an event's write to the sink's acknowledgement, by sink.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"sink"}),
 	}
 	reg.MustRegister(
 		prometheus.NewGoCollector(),
 		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 		m.requests, m.requestSeconds, m.rejections, m.gateSeconds, m.gateErrors,
 		m.reserved, m.restocked, m.invariantOK, m.invariantDiff, m.invariantAt, m.salePaused,
+		m.outboxPending, m.outboxLag, m.outboxDead, m.outboxDelivered, m.outboxRetried, m.outboxBuried, m.outboxLatency,
 	)
 	return m
 }
@@ -168,6 +207,43 @@ func (m *Metrics) SalePaused(sku string, paused bool) {
 		v = 1
 	}
 	m.salePaused.WithLabelValues(sku).Set(v)
+}
+
+// Outbox records the outbox's figures: pending events, the age of the
+// oldest, and dead letters.
+func (m *Metrics) Outbox(pending int64, lag time.Duration, dead int64) {
+	if m == nil {
+		return
+	}
+	m.outboxPending.Set(float64(pending))
+	m.outboxLag.Set(lag.Seconds())
+	m.outboxDead.Set(float64(dead))
+}
+
+// OutboxDelivered records one event the sink took, latency after it was
+// written.
+func (m *Metrics) OutboxDelivered(sink string, latency time.Duration) {
+	if m == nil {
+		return
+	}
+	m.outboxDelivered.WithLabelValues(sink).Inc()
+	m.outboxLatency.WithLabelValues(sink).Observe(latency.Seconds())
+}
+
+// OutboxRetried records a failed delivery put back for later.
+func (m *Metrics) OutboxRetried(sink string) {
+	if m == nil {
+		return
+	}
+	m.outboxRetried.WithLabelValues(sink).Inc()
+}
+
+// OutboxDeadLettered records an event dead-lettered.
+func (m *Metrics) OutboxDeadLettered(sink string) {
+	if m == nil {
+		return
+	}
+	m.outboxBuried.WithLabelValues(sink).Inc()
 }
 
 var statusTexts = func() [600]string {

@@ -12,13 +12,14 @@ import (
 )
 
 // Draw returns the sale's draw, or ErrNotFound for a sale without one.
-func (s *Store) Draw(ctx context.Context, saleID string) (*flashsale.Draw, error) {
+func (s *Store) Draw(ctx context.Context, saleID string) (_ *flashsale.Draw, err error) {
+	defer func() { err = unavailable(err) }()
 	var (
 		d                 flashsale.Draw
 		drawn             *time.Time
 		entrants, winners *int
 	)
-	err := s.pool.QueryRow(ctx, `
+	err = s.pool.QueryRow(ctx, `
 		SELECT sale_id, seed, drawn_at, entrants, winners, document
 		FROM sale_draws WHERE sale_id = $1`, saleID).
 		Scan(&d.SaleID, &d.Seed, &drawn, &entrants, &winners, &d.Document)
@@ -40,7 +41,8 @@ func (s *Store) Draw(ctx context.Context, saleID string) (*flashsale.Draw, error
 
 // SaveDraw records the draw's outcome with one conditional UPDATE: only the
 // first call for a sale changes a row.
-func (s *Store) SaveDraw(ctx context.Context, d *flashsale.Draw) (bool, error) {
+func (s *Store) SaveDraw(ctx context.Context, d *flashsale.Draw) (_ bool, err error) {
+	defer func() { err = unavailable(err) }()
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE sale_draws SET drawn_at = $2, entrants = $3, winners = $4, document = $5
 		WHERE sale_id = $1 AND drawn_at IS NULL`,

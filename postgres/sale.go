@@ -194,10 +194,13 @@ func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, version in
 }
 
 // SetSaleState moves the sale to state whatever its version, bumps the
-// version and returns the row as written. Paused records reason and at;
-// any other state clears them. Closed also gives up the SKU, so that a new
-// sale of it may be created; a closed sale does not take the SKU back if it
-// is reopened. ErrNotFound if there is no such sale.
+// version and returns the row as written, with the move's event
+// (flashsale.SaleStateEvent) written in the same transaction. A sale
+// already in state is returned as it is: pausing a paused sale keeps its
+// first reason and publishes nothing. Paused records reason and at; any
+// other state clears them. Closed also gives up the SKU, so that a new sale
+// of it may be created; a closed sale does not take the SKU back if it is
+// reopened. ErrNotFound if there is no such sale.
 func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.SaleState, reason string, at time.Time) (_ *flashsale.Sale, err error) {
 	defer func() { err = unavailable(err) }()
 	var pausedAt any
@@ -206,19 +209,49 @@ func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.Sal
 	} else {
 		reason = ""
 	}
-	sale, err := scanSale(s.pool.QueryRow(ctx, `
-		UPDATE sale_events SET
-			state = $2, pause_reason = $3, paused_at = $4,
-			active_sku = CASE WHEN $5 THEN NULL ELSE active_sku END,
-			version = version + 1, updated_at = $6
-		WHERE sale_id = $1
-		RETURNING `+saleColumns,
-		id, string(state), reason, pausedAt, state == flashsale.SaleClosed, at))
+	var (
+		sale  *flashsale.Sale
+		moved bool
+	)
+	err = s.tx(ctx, func(tx pgx.Tx) error {
+		moved = false
+		// The row lock orders concurrent moves, so that each sees the
+		// state the previous one left and publishes only a real move.
+		var from string
+		if err := tx.QueryRow(ctx, `SELECT state FROM sale_events WHERE sale_id = $1 FOR UPDATE`, id).Scan(&from); err != nil {
+			return err
+		}
+		if flashsale.SaleState(from) == state {
+			var err error
+			sale, err = scanSale(tx.QueryRow(ctx, `SELECT `+saleColumns+` FROM sale_events WHERE sale_id = $1`, id))
+			return err
+		}
+		var err error
+		sale, err = scanSale(tx.QueryRow(ctx, `
+			UPDATE sale_events SET
+				state = $2, pause_reason = $3, paused_at = $4,
+				active_sku = CASE WHEN $5 THEN NULL ELSE active_sku END,
+				version = version + 1, updated_at = $6
+			WHERE sale_id = $1
+			RETURNING `+saleColumns,
+			id, string(state), reason, pausedAt, state == flashsale.SaleClosed, at))
+		if err != nil {
+			return err
+		}
+		if typ, ok := flashsale.SaleStateEvent(flashsale.SaleState(from), state); ok {
+			moved = true
+			_, err = insertEvents(ctx, tx, flashsale.SaleEvent(typ, sale, at))
+		}
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("postgres: set state of sale %s: %w", id, flashsale.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: set state of sale %s to %s: %w", id, state, err)
+	}
+	if moved {
+		s.eventsWritten()
 	}
 	return sale, nil
 }

@@ -47,6 +47,7 @@ type Option func(*config)
 type config struct {
 	maxConns int32
 	now      func() time.Time
+	onEvents func()
 }
 
 // WithMaxConns bounds the pool at n connections (n >= 1).
@@ -64,11 +65,22 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithEventsHook sets fn to be called after every commit that wrote events
+// to the outbox, so that a relay in this process can start on them at once
+// rather than at its next poll (package outbox, Relay.Notify). fn must not
+// block.
+func WithEventsHook(fn func()) Option {
+	return func(c *config) { c.onEvents = fn }
+}
+
 // Store is the record in PostgreSQL. It is safe for concurrent use by
 // multiple goroutines; its zero value is not usable, call Open.
 type Store struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
+	pool     *pgxpool.Pool
+	now      func() time.Time
+	onEvents func()
+	// url is what Open was given, for Sibling.
+	url string
 }
 
 var _ flashsale.Store = (*Store)(nil)
@@ -98,7 +110,35 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	return &Store{pool: pool, now: cfg.now}, nil
+	return &Store{pool: pool, now: cfg.now, onEvents: cfg.onEvents, url: url}, nil
+}
+
+// Sibling returns a Store on the same database with a pool of its own of at
+// most maxConns connections, for a background service (the outbox relay)
+// that must never take the connections the purchase path needs: the two
+// pools are separate budgets. It does not migrate again. Close it apart
+// from s.
+func (s *Store) Sibling(ctx context.Context, maxConns int32) (*Store, error) {
+	if maxConns < 1 {
+		return nil, fmt.Errorf("postgres: max conns must be at least 1, not %d", maxConns)
+	}
+	pcfg, err := pgxpool.ParseConfig(s.url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse url: %w", err)
+	}
+	pcfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	return &Store{pool: pool, now: s.now, onEvents: s.onEvents, url: s.url}, nil
+}
+
+// eventsWritten tells the events hook that a commit wrote events.
+func (s *Store) eventsWritten() {
+	if s.onEvents != nil {
+		s.onEvents()
+	}
 }
 
 // migrate applies the embedded migrations through a database/sql handle on

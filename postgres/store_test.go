@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"sync"
 	"testing"
@@ -29,7 +30,26 @@ func openTest(t *testing.T) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Exercise(t, func(t *testing.T) flashsale.Store { return openTest(t) })
+	storetest.Exercise(t, func(t *testing.T) flashsale.Store { return openTest(t) },
+		storetest.Faults{BreakOutbox: breakOutbox})
+}
+
+// breakOutbox installs a trigger that raises, inside its transaction, on
+// every insert into the outbox of an event of type typ.
+func breakOutbox(t *testing.T, st flashsale.Store, typ flashsale.EventType) {
+	s := st.(*Store)
+	name := "break_" + strings.NewReplacer(".", "_").Replace(string(typ))
+	_, err := s.pool.Exec(t.Context(), `
+		CREATE FUNCTION `+name+`() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			RAISE EXCEPTION 'injected fault: the outbox refuses %', NEW.topic;
+		END $$;
+		CREATE TRIGGER `+name+` BEFORE INSERT ON outbox
+		FOR EACH ROW WHEN (NEW.topic = '`+string(typ)+`')
+		EXECUTE FUNCTION `+name+`();`)
+	if err != nil {
+		t.Fatalf("install the fault: %v", err)
+	}
 }
 
 func TestMigrationsAreIdempotent(t *testing.T) {
@@ -91,6 +111,11 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 		ord = `INSERT INTO orders (order_id, reservation_id, sale_id, user_id, quantity, state,
 			created_at, updated_at, shipped_at)
 			VALUES ($1, 'res_ok', 'sale_ok', 'u', $2, $3, $5, $5, $4)`
+		move = `INSERT INTO order_events (order_id, from_state, to_state, actor, version, at, event_id)
+			VALUES ('ord_ok', $1, $2, $3, $4, $5, 'evt')`
+		event = `INSERT INTO outbox (event_id, topic, sale_id, payload, created_at, next_attempt_at,
+			attempts, claim_token, claimed_at, published_at, dead_at)
+			VALUES ($1, $2, 'sale_ok', $3, now(), now(), $4, $5, $6, $7, $8)`
 	)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	t1 := t0.Add(time.Minute)
@@ -104,6 +129,9 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 	must("a valid sale", sale, "sale_ok", "sku-ok", "sku-ok", 10, none, 60, 1, "fifo", none, "open", none, t0)
 	must("a valid hold", res, "res_ok", "u", 1, "pending", nil, nil, t0, t1, none, none)
 	must("a valid order", ord, "ord_ok", 1, "confirmed", none, t0)
+	must("the hold of a cancelled order", res, "res_c", "uc", 1, "cancelled", nil, nil, t0, t1, t1, t1)
+	must("a valid move", move, "confirmed", "shipped", "op", 2, t0)
+	must("a valid event", event, "evt_ok", "t", "{}", 0, nil, none, none, none)
 
 	const (
 		check  = "23514"
@@ -135,8 +163,9 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 		{"cancelled, never restocked", res, []any{"r3", "u3", 1, "cancelled", nil, nil, t0, t1, none, none}, check, "reservations_restocked_iff_over"},
 		{"voided, never restocked", res, []any{"r4", "u4", 1, "voided", nil, nil, t0, t1, none, none}, check, "reservations_restocked_iff_over"},
 		{"pending yet restocked", res, []any{"r5", "u5", 1, "pending", nil, nil, t0, t1, t1, none}, check, "reservations_restocked_iff_over"},
-		{"confirmed without confirmed_at", res, []any{"r6", "u6", 1, "confirmed", nil, nil, t0, t1, none, none}, check, "reservations_confirmed_iff_confirmed_at"},
-		{"confirmed_at while pending", res, []any{"r7", "u7", 1, "pending", nil, nil, t0, t1, none, t1}, check, "reservations_confirmed_iff_confirmed_at"},
+		{"confirmed without confirmed_at", res, []any{"r6", "u6", 1, "confirmed", nil, nil, t0, t1, none, none}, check, "reservations_confirmed_has_confirmed_at"},
+		{"confirmed_at while pending", res, []any{"r7", "u7", 1, "pending", nil, nil, t0, t1, none, t1}, check, "reservations_confirmed_at_only_if_confirmed"},
+		{"confirmed_at on an expired hold", res, []any{"r7b", "u7b", 1, "expired", nil, nil, t0, t1, t1, t1}, check, "reservations_confirmed_at_only_if_confirmed"},
 		{"expires when created", res, []any{"r8", "u8", 1, "pending", nil, nil, t0, t0, none, none}, check, "reservations_expires_after_created"},
 		{"empty instrument", res, []any{"r9", "u9", 1, "pending", "", nil, t0, t1, none, none}, check, "reservations_fingerprint_not_empty"},
 		{"empty idempotency key", res, []any{"r10", "u10", 1, "pending", nil, "", t0, t1, none, none}, check, "reservations_idempotency_key_not_empty"},
@@ -146,6 +175,20 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 		{"order of quantity 0", ord, []any{"o1", 0, "confirmed", none, t0}, check, "orders_quantity_check"},
 		{"shipped without shipped_at", ord, []any{"o2", 1, "shipped", none, t0}, check, "orders_shipped_has_shipped_at"},
 		{"second order of a hold", ord, []any{"o3", 1, "confirmed", none, t0}, unique, "orders_reservation_id_key"},
+
+		{"a move by nobody", move, []any{"confirmed", "shipped", "", 2, t0}, check, "order_events_actor_not_empty"},
+		{"a move that stays", move, []any{"shipped", "shipped", "op", 2, t0}, check, "order_events_moves"},
+		{"a move to nowhere", move, []any{"confirmed", "lost", "op", 2, t0}, check, "order_events_to_check"},
+		{"a move at version 0", move, []any{"confirmed", "shipped", "op", 0, t0}, check, "order_events_version_check"},
+
+		{"an event of no type", event, []any{"e1", "", "{}", 0, nil, none, none, none}, check, "outbox_topic_not_empty"},
+		{"an empty event", event, []any{"e2", "t", "", 0, nil, none, none, none}, check, "outbox_payload_not_empty"},
+		{"negative attempts", event, []any{"e3", "t", "{}", -1, nil, none, none, none}, check, "outbox_attempts_check"},
+		{"published and dead", event, []any{"e4", "t", "{}", 1, nil, t0, t1, t1}, check, "outbox_published_or_dead"},
+		{"published yet claimed", event, []any{"e5", "t", "{}", 1, "tok", t0, t1, none}, check, "outbox_finished_unclaimed"},
+		{"dead yet claimed", event, []any{"e6", "t", "{}", 1, "tok", t0, none, t1}, check, "outbox_finished_unclaimed"},
+		{"claimed, never", event, []any{"e7", "t", "{}", 1, "tok", none, none, none}, check, "outbox_claim_has_claimed_at"},
+		{"one event id twice", event, []any{"evt_ok", "t", "{}", 0, nil, none, none, none}, unique, "outbox_pkey"},
 	} {
 		_, err := s.pool.Exec(ctx, c.q, c.args...)
 		var pgErr *pgconn.PgError
@@ -441,8 +484,8 @@ func TestShipOrderStaleVersion(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `UPDATE orders SET payment_ref = 'pay-2', version = version + 1 WHERE order_id = $1`, ord.ID); err != nil {
 		t.Fatalf("the other writer: %v", err)
 	}
-	if _, err := s.ShipOrder(ctx, ord.ID, 1, sale.CreatedAt.Add(time.Hour)); !errors.Is(err, flashsale.ErrVersionConflict) {
-		t.Errorf("ShipOrder at the stale version: %v, want ErrVersionConflict", err)
+	if _, _, err := s.ChangeOrder(ctx, flashsale.OrderChange{OrderID: ord.ID, Version: 1, To: flashsale.OrderShipped, Actor: "operator", At: sale.CreatedAt.Add(time.Hour)}); !errors.Is(err, flashsale.ErrVersionConflict) {
+		t.Errorf("shipping at the stale version: %v, want ErrVersionConflict", err)
 	}
 	got, err := s.Order(ctx, ord.ID)
 	if err != nil || got.State != flashsale.OrderConfirmed || got.Version != 2 {

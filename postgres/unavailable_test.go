@@ -61,8 +61,13 @@ func TestUnreachableIsUnavailable(t *testing.T) {
 		"ReservationStates":  func() error { _, err := s.ReservationStates(ctx, sale.ID, []string{"res_x"}); return err },
 		"Order":              func() error { _, err := s.Order(ctx, "ord_x"); return err },
 		"Orders":             func() error { _, err := s.Orders(ctx, sale.ID); return err },
-		"ShipOrder":          func() error { _, err := s.ShipOrder(ctx, "ord_x", 1, now); return err },
-		"Ping":               func() error { return s.Ping(ctx) },
+		"ChangeOrder": func() error {
+			_, _, err := s.ChangeOrder(ctx, flashsale.OrderChange{OrderID: "ord_x", Version: 1, To: flashsale.OrderShipped,
+				Actor: "operator", At: now})
+			return err
+		},
+		"Draw": func() error { _, err := s.Draw(ctx, sale.ID); return err },
+		"Ping": func() error { return s.Ping(ctx) },
 		"CreateReservation": func() error {
 			return s.CreateReservation(ctx, &flashsale.Reservation{ID: flashsale.NewID("res_"), SaleID: sale.ID, UserID: "u",
 				Quantity: 1, State: flashsale.ReservationPending, IdempotencyKey: "k", RequestHash: "h", Epoch: 1,

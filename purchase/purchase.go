@@ -28,7 +28,7 @@ import (
 
 // Store is the part of the record the purchase path uses.
 type Store interface {
-	CreateReservation(ctx context.Context, r *flashsale.Reservation) error
+	CreateReservation(ctx context.Context, r *flashsale.Reservation, also ...flashsale.Event) error
 	Reservation(ctx context.Context, id string) (*flashsale.Reservation, error)
 	ReservationByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Reservation, error)
 	ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error)
@@ -394,7 +394,16 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 	hold := out.Hold
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RecordTimeout)
 	defer cancel()
-	err = s.cfg.Store.CreateReservation(rctx, res)
+	// The win that left nothing took the last unit: exactly one reserve
+	// sees that, per sell-out, whichever server it ran on. Its sale.sold_out
+	// is written with its hold, in the same statement, so the event exists
+	// exactly when the hold that caused it does; a hold voided below takes
+	// its sell-out with it, and a rejection never writes.
+	var also []flashsale.Event
+	if out.Remaining == 0 {
+		also = append(also, flashsale.SaleSoldOutEvent(sale, res.ID, now))
+	}
+	err = s.cfg.Store.CreateReservation(rctx, res, also...)
 	switch {
 	case err == nil:
 		s.cfg.Metrics.Reserved(sale.SKU, res.Quantity)

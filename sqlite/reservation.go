@@ -69,13 +69,18 @@ func errConfirmed() error {
 }
 
 // CreateReservation inserts r as pending if the sale is still at r.Epoch,
-// in one write transaction, which BeginRebuild's cannot interleave with. On
-// success r.State is pending and r.Version 1.
+// with its reservation.created event and the events in also (those whose id
+// the outbox has are skipped), in one write transaction, which
+// BeginRebuild's cannot interleave with. On success r.State is pending and
+// r.Version 1.
 //
 // Errors: ErrStaleEpoch (the sale's epoch moved on), ErrNotFound (no such
 // sale), ErrDuplicate (the id, the shopper's idempotency key, the shopper's
 // live hold or the instrument's live hold exists).
-func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation) error {
+func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation, also ...flashsale.Event) error {
+	created := *r
+	created.State, created.Version = flashsale.ReservationPending, 1
+	events := append([]flashsale.Event{flashsale.ReservationEvent(flashsale.EventReservationCreated, &created, "", r.CreatedAt)}, also...)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			INSERT INTO reservations (
@@ -90,7 +95,10 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation)
 		if err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil || n == 1 {
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 1 {
+			_, err = insertEvents(ctx, tx, events...)
 			return err
 		}
 		var exists bool
@@ -108,6 +116,7 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation)
 	if err != nil {
 		return fmt.Errorf("sqlite: create reservation %s: %w", r.ID, err)
 	}
+	s.eventsWritten()
 	r.State = flashsale.ReservationPending
 	r.Version = 1
 	r.RestockedAt, r.ConfirmedAt, r.OrderID = time.Time{}, time.Time{}, ""
@@ -158,7 +167,9 @@ func (s *Store) ReservationByKey(ctx context.Context, saleID, userID, key string
 
 // ConfirmReservation turns the shopper's pending reservation into an order
 // if its hold has not ended at now: one conditional UPDATE, and the order's
-// INSERT in the same transaction when it changed a row. A reservation that
+// INSERT, its audit row (from nothing to confirmed, by "shopper:<userID>")
+// and its order.confirmed event in the same transaction when it changed a
+// row. A reservation that
 // is already confirmed returns the order it became (the first paymentRef
 // stays).
 //
@@ -167,8 +178,9 @@ func (s *Store) ReservationByKey(ctx context.Context, saleID, userID, key string
 // now), CodeReservationCancelled.
 func (s *Store) ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error) {
 	var (
-		res *flashsale.Reservation
-		ord *flashsale.Order
+		res     *flashsale.Reservation
+		ord     *flashsale.Order
+		created bool
 	)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
@@ -197,10 +209,20 @@ func (s *Store) ConfirmReservation(ctx context.Context, id, userID, paymentRef s
 			return err
 		}
 		res.OrderID = ord.ID
-		return nil
+		actor := "shopper:" + userID
+		ev := flashsale.OrderEvent(flashsale.EventOrderConfirmed, ord, "", actor, "", false, now)
+		if err := insertTransition(ctx, tx, ord, "", actor, "", ev.ID, now); err != nil {
+			return err
+		}
+		_, err = insertEvents(ctx, tx, ev)
+		created = err == nil
+		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("sqlite: confirm reservation %s: %w", id, err)
+	}
+	if created {
+		s.eventsWritten()
 	}
 	return res, ord, nil
 }
@@ -238,7 +260,8 @@ func confirmRefused(ctx context.Context, tx *sql.Tx, id, userID string, now time
 }
 
 // CancelReservation cancels the shopper's pending reservation and marks it
-// restocked, in one conditional UPDATE; restocked reports whether this call
+// restocked, in one conditional UPDATE, and writes its
+// reservation.cancelled event in the same transaction; restocked reports whether this call
 // did so, in which case (and only then) the caller returns the units to the
 // gate. Cancelling a cancelled reservation returns it with restocked false.
 //
@@ -260,7 +283,8 @@ func (s *Store) CancelReservation(ctx context.Context, id, userID string, now ti
 			id, userID, micros(now)))
 		if err == nil {
 			restocked = true
-			return nil
+			_, err = insertEvents(ctx, tx, flashsale.ReservationEvent(flashsale.EventReservationCancelled, res, "shopper", now))
+			return err
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -286,12 +310,16 @@ func (s *Store) CancelReservation(ctx context.Context, id, userID string, now ti
 	if err != nil {
 		return nil, false, fmt.Errorf("sqlite: cancel reservation %s: %w", id, err)
 	}
+	if restocked {
+		s.eventsWritten()
+	}
 	return res, restocked, nil
 }
 
 // ExpireDue claims up to limit pending reservations whose hold ended at or
 // before now (those that ended first), marks them expired and restocked at now
-// in the same statement, and returns them (with SKU). Claims are write
+// in the same statement, writes their reservation.expired events in the same
+// transaction, and returns them (with SKU). Claims are write
 // transactions, which SQLite runs one at a time, and the UPDATE re-checks
 // pending and restocked_at IS NULL, so each reservation is returned to
 // exactly one caller, once. A limit below 1 claims nothing.
@@ -323,10 +351,24 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*fla
 			}
 			expired = append(expired, r)
 		}
-		return rows.Err()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows.Close()
+		// One reservation.expired event per hold, in the same
+		// transaction as the claim that ended it.
+		events := make([]flashsale.Event, len(expired))
+		for i, r := range expired {
+			events[i] = flashsale.ReservationEvent(flashsale.EventReservationExpired, r, "expiry", now)
+		}
+		_, err = insertEvents(ctx, tx, events...)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: expire due holds: %w", err)
+	}
+	if len(expired) > 0 {
+		s.eventsWritten()
 	}
 	return expired, nil
 }

@@ -203,8 +203,11 @@ func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, version in
 }
 
 // SetSaleState moves the sale to state whatever its version, bumps the
-// version and returns the row as written. Paused records reason and at;
-// any other state clears them. Closed also gives up the SKU, so that a new
+// version and returns the row as written, with the move's event
+// (flashsale.SaleStateEvent) written in the same transaction. A sale
+// already in state is returned as it is: pausing a paused sale keeps its
+// first reason and publishes nothing. Paused records reason and at; any
+// other state clears them. Closed also gives up the SKU, so that a new
 // sale of it may be created; a closed sale does not take the SKU back if it
 // is reopened. ErrNotFound if there is no such sale.
 func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.SaleState, reason string, at time.Time) (*flashsale.Sale, error) {
@@ -214,9 +217,22 @@ func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.Sal
 	} else {
 		reason = ""
 	}
-	var sale *flashsale.Sale
+	var (
+		sale  *flashsale.Sale
+		moved bool
+	)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		// One writer at a time: the state read here is the state the
+		// UPDATE moves from.
+		var from string
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM sale_events WHERE sale_id = ?1`, id).Scan(&from); err != nil {
+			return err
+		}
 		var err error
+		if flashsale.SaleState(from) == state {
+			sale, err = scanSale(tx.QueryRowContext(ctx, `SELECT `+saleColumns+` FROM sale_events WHERE sale_id = ?1`, id))
+			return err
+		}
 		sale, err = scanSale(tx.QueryRowContext(ctx, `
 			UPDATE sale_events SET
 				state = ?2, pause_reason = ?3, paused_at = ?4,
@@ -225,6 +241,13 @@ func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.Sal
 			WHERE sale_id = ?1
 			RETURNING `+saleColumns,
 			id, string(state), reason, pausedAt, state == flashsale.SaleClosed, micros(at)))
+		if err != nil {
+			return err
+		}
+		if typ, ok := flashsale.SaleStateEvent(flashsale.SaleState(from), state); ok {
+			moved = true
+			_, err = insertEvents(ctx, tx, flashsale.SaleEvent(typ, sale, at))
+		}
 		return err
 	})
 	if errors.Is(err, sql.ErrNoRows) {
@@ -232,6 +255,9 @@ func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.Sal
 	}
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: set state of sale %s to %s: %w", id, state, err)
+	}
+	if moved {
+		s.eventsWritten()
 	}
 	return sale, nil
 }

@@ -59,6 +59,7 @@ type Option func(*config)
 type config struct {
 	readConns int
 	now       func() time.Time
+	onEvents  func()
 }
 
 // WithReadConns bounds the pool of read connections at n (n >= 1).
@@ -76,6 +77,14 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithEventsHook sets fn to be called after every commit that wrote events
+// to the outbox, so that a relay in this process can start on them at once
+// rather than at its next poll (package outbox, Relay.Notify). fn must not
+// block.
+func WithEventsHook(fn func()) Option {
+	return func(c *config) { c.onEvents = fn }
+}
+
 // Store is the record in an SQLite file. It is safe for concurrent use by
 // multiple goroutines; its zero value is not usable, call Open.
 type Store struct {
@@ -83,8 +92,9 @@ type Store struct {
 	// transaction on it (see tx).
 	write *sql.DB
 	// read is a pool of query_only connections.
-	read *sql.DB
-	now  func() time.Time
+	read     *sql.DB
+	now      func() time.Time
+	onEvents func()
 }
 
 var _ flashsale.Store = (*Store)(nil)
@@ -140,7 +150,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{write: write, read: read, now: cfg.now}, nil
+	return &Store{write: write, read: read, now: cfg.now, onEvents: cfg.onEvents}, nil
 }
 
 // migrate applies the embedded migrations on the writer.
@@ -187,6 +197,13 @@ func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// eventsWritten tells the events hook that a commit wrote events.
+func (s *Store) eventsWritten() {
+	if s.onEvents != nil {
+		s.onEvents()
+	}
 }
 
 // resultCode returns the extended SQLite result code of err, or 0.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/pressly/goose/v3"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/flashsale/flashsale"
@@ -24,7 +27,22 @@ func openTemp(t *testing.T) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Exercise(t, func(t *testing.T) flashsale.Store { return openTemp(t) })
+	storetest.Exercise(t, func(t *testing.T) flashsale.Store { return openTemp(t) },
+		storetest.Faults{BreakOutbox: breakOutbox})
+}
+
+// breakOutbox installs a trigger that aborts, inside its transaction, every
+// insert into the outbox of an event of type typ.
+func breakOutbox(t *testing.T, st flashsale.Store, typ flashsale.EventType) {
+	s := st.(*Store)
+	name := "break_" + strings.NewReplacer(".", "_").Replace(string(typ))
+	_, err := s.write.ExecContext(t.Context(), `
+		CREATE TRIGGER `+name+` BEFORE INSERT ON outbox
+		WHEN NEW.topic = '`+string(typ)+`'
+		BEGIN SELECT RAISE(ABORT, 'injected fault: the outbox refuses `+string(typ)+`'); END`)
+	if err != nil {
+		t.Fatalf("install the fault: %v", err)
+	}
 }
 
 func TestOpenCreatesDirectoryAndSetsPragmas(t *testing.T) {
@@ -123,6 +141,11 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 	const ord = `INSERT INTO orders (order_id, reservation_id, sale_id, user_id, quantity, state,
 		created_at, updated_at, shipped_at)
 		VALUES (?1, 'res_ok', 'sale_ok', 'u', ?2, ?3, 0, 0, ?4)`
+	const move = `INSERT INTO order_events (order_id, from_state, to_state, actor, version, at, event_id)
+		VALUES ('ord_ok', ?1, ?2, ?3, ?4, 0, 'evt')`
+	const event = `INSERT INTO outbox (event_id, topic, sale_id, payload, created_at, next_attempt_at,
+		attempts, claim_token, claimed_at, published_at, dead_at)
+		VALUES (?1, ?2, 'sale_ok', ?3, 0, 0, ?4, ?5, ?6, ?7, ?8)`
 	exec := func(q string, args ...any) error {
 		return s.tx(ctx, func(tx *sql.Tx) error {
 			_, err := tx.ExecContext(ctx, q, args...)
@@ -138,6 +161,9 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 	must("a valid sale", sale, "sale_ok", "sku-ok", "sku-ok", 10, nil, 60, 1, "fifo", nil, "open", nil)
 	must("a valid hold", res, "res_ok", "u", 1, "pending", nil, nil, 0, 10, nil, nil)
 	must("a valid order", ord, "ord_ok", 1, "confirmed", nil)
+	must("the hold of a cancelled order", res, "res_c", "uc", 1, "cancelled", nil, nil, 0, 10, 5, 5)
+	must("a valid move", move, "confirmed", "shipped", "op", 2)
+	must("a valid event", event, "evt_ok", "t", "{}", 0, nil, nil, nil, nil)
 
 	for _, c := range []struct {
 		what string
@@ -175,6 +201,21 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 		{"order of quantity 0", ord, []any{"o1", 0, "confirmed", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
 		{"shipped without shipped_at", ord, []any{"o2", 1, "shipped", nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
 		{"second order of a hold", ord, []any{"o3", 1, "confirmed", nil}, sqlite3.SQLITE_CONSTRAINT_UNIQUE},
+		{"confirmed_at on an expired hold", res, []any{"r13", "u13", 1, "expired", nil, nil, 0, 10, 5, 5}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+
+		{"a move by nobody", move, []any{"confirmed", "shipped", "", 2}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"a move that stays", move, []any{"shipped", "shipped", "op", 2}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"a move to nowhere", move, []any{"confirmed", "lost", "op", 2}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"a move of no order", `INSERT INTO order_events (order_id, to_state, actor, version, at, event_id)
+			VALUES ('ord_missing', 'shipped', 'op', 1, 0, 'e')`, nil, sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY},
+
+		{"an event of no type", event, []any{"e1", "", "{}", 0, nil, nil, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"an empty event", event, []any{"e2", "t", "", 0, nil, nil, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"negative attempts", event, []any{"e3", "t", "{}", -1, nil, nil, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"published and dead", event, []any{"e4", "t", "{}", 1, nil, 1, 2, 2}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"published yet claimed", event, []any{"e5", "t", "{}", 1, "tok", 1, 2, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"claimed, never", event, []any{"e7", "t", "{}", 1, "tok", nil, nil, nil}, sqlite3.SQLITE_CONSTRAINT_CHECK},
+		{"one event id twice", event, []any{"evt_ok", "t", "{}", 0, nil, nil, nil, nil}, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY},
 	} {
 		err := exec(c.q, c.args...)
 		if got := resultCode(err); got != c.code {
@@ -227,8 +268,8 @@ func TestShipOrderStaleVersion(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("the other writer: %v", err)
 	}
-	if _, err := s.ShipOrder(ctx, ord.ID, 1, at.Add(time.Hour)); !errors.Is(err, flashsale.ErrVersionConflict) {
-		t.Errorf("ShipOrder at the stale version: %v, want ErrVersionConflict", err)
+	if _, _, err := s.ChangeOrder(ctx, flashsale.OrderChange{OrderID: ord.ID, Version: 1, To: flashsale.OrderShipped, Actor: "operator", At: at.Add(time.Hour)}); !errors.Is(err, flashsale.ErrVersionConflict) {
+		t.Errorf("shipping at the stale version: %v, want ErrVersionConflict", err)
 	}
 	got, err := s.Order(ctx, ord.ID)
 	if err != nil || got.State != flashsale.OrderConfirmed || got.Version != 2 {
@@ -256,5 +297,78 @@ func TestUpdateSaleStampsTheClock(t *testing.T) {
 	}
 	if !sale.UpdatedAt.Equal(at) {
 		t.Errorf("UpdatedAt = %v, want the store's clock %v", sale.UpdatedAt, at)
+	}
+}
+
+// TestMigrationRebuildKeepsTheRecord: migration 2 rebuilds the reservations
+// table (SQLite cannot alter a CHECK constraint). A record written under
+// migration 1 keeps every hold, its order still points at it, the new
+// constraint lets an order's hold be cancelled, and foreign keys are on
+// again afterwards.
+func TestMigrationRebuildKeepsTheRecord(t *testing.T) {
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "record.db")
+	db, err := sql.Open("sqlite", path+"?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 1); err != nil {
+		t.Fatalf("migrate to 1: %v", err)
+	}
+	for _, q := range []string{
+		`INSERT INTO sale_events (sale_id, sku, active_sku, initial_stock, opens_at, hold_seconds, per_user_limit,
+			fairness, state, created_at, updated_at) VALUES ('sale_1', 'sku-1', 'sku-1', 10, 0, 60, 1, 'fifo', 'open', 0, 0)`,
+		`INSERT INTO reservations (reservation_id, sale_id, user_id, quantity, state, idempotency_key, epoch,
+			created_at, expires_at, confirmed_at) VALUES ('res_1', 'sale_1', 'u-1', 2, 'confirmed', 'k1', 1, 0, 100, 50)`,
+		`INSERT INTO reservations (reservation_id, sale_id, user_id, quantity, state, idempotency_key, epoch,
+			created_at, expires_at) VALUES ('res_2', 'sale_1', 'u-2', 1, 'pending', 'k2', 1, 0, 100)`,
+		`INSERT INTO orders (order_id, reservation_id, sale_id, user_id, quantity, state, created_at, updated_at)
+			VALUES ('ord_1', 'res_1', 'sale_1', 'u-1', 2, 'confirmed', 50, 50)`,
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("Open (migrating to the latest): %v", err)
+	}
+	defer s.Close()
+	var fk int
+	if err := s.write.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
+		t.Errorf("PRAGMA foreign_keys after the migration = %d, %v; want 1", fk, err)
+	}
+	if r, err := s.Reservation(ctx, "res_1"); err != nil || r.State != flashsale.ReservationConfirmed || r.OrderID != "ord_1" ||
+		r.Quantity != 2 || r.IdempotencyKey != "k1" {
+		t.Errorf("res_1 after the migration = %+v, %v", r, err)
+	}
+	if r, err := s.ReservationByKey(ctx, "sale_1", "u-2", "k2"); err != nil || r.ID != "res_2" {
+		t.Errorf("res_2 by its key after the migration = %+v, %v", r, err)
+	}
+	// The partial unique index came back with the table.
+	dup := &flashsale.Reservation{ID: "res_3", SaleID: "sale_1", UserID: "u-2", Quantity: 1, Epoch: 1,
+		CreatedAt: time.UnixMicro(0), ExpiresAt: time.UnixMicro(100)}
+	if err := s.CreateReservation(ctx, dup); !errors.Is(err, flashsale.ErrDuplicate) {
+		t.Errorf("a second live hold after the migration: %v, want ErrDuplicate", err)
+	}
+	o, restocked, err := s.ChangeOrder(ctx, flashsale.OrderChange{OrderID: "ord_1", Version: 1, To: flashsale.OrderCancelled,
+		Actor: "operator", At: time.UnixMicro(200)})
+	if err != nil || !restocked || o.State != flashsale.OrderCancelled {
+		t.Fatalf("cancel an order written before the migration = %+v, %v, %v", o, restocked, err)
+	}
+	var violations int
+	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&violations); err != nil || violations != 0 {
+		t.Errorf("foreign key violations after the migration: %d, %v", violations, err)
 	}
 }

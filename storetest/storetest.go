@@ -23,12 +23,27 @@ import (
 // microseconds, which both engines store exactly.
 var t0 = time.Date(2030, 3, 1, 10, 0, 0, 0, time.UTC)
 
+// Faults are the ways an engine's test can make the record fail from
+// inside a transaction, so that the suite can show that nothing of the
+// transaction lands. A nil field skips the tests that need it.
+type Faults struct {
+	// BreakOutbox makes every later insert into s's outbox of an event of
+	// type typ fail inside its transaction (a trigger, say), so that the
+	// change writing it must roll back.
+	BreakOutbox func(t *testing.T, s flashsale.Store, typ flashsale.EventType)
+}
+
 // Exercise runs the conformance suite. newStore returns a new, empty,
 // migrated store for one test (it is called once per subtest, possibly from
 // parallel subtests); Exercise closes the store when that test ends, and
 // newStore may register its own cleanup (dropping a schema, say) with
-// t.Cleanup, which runs after the close.
-func Exercise(t *testing.T, newStore func(t *testing.T) flashsale.Store) {
+// t.Cleanup, which runs after the close. faults, at most one, are the
+// engine's ways to fail inside a transaction.
+func Exercise(t *testing.T, newStore func(t *testing.T) flashsale.Store, faults ...Faults) {
+	var f Faults
+	if len(faults) > 0 {
+		f = faults[0]
+	}
 	tests := []struct {
 		name string
 		fn   func(*env)
@@ -67,6 +82,25 @@ func Exercise(t *testing.T, newStore func(t *testing.T) flashsale.Store) {
 
 		{"Order/OldestFirst", testOrdersOldestFirst},
 		{"Order/Ship", testShipOrder},
+		{"Order/Cancel", testCancelOrder},
+		{"Order/Refund", testRefundOrder},
+		{"Order/History", testOrderHistory},
+		{"Order/ConflictChangesNothing", testOrderConflictChangesNothing},
+		{"Order/ChangeIsAtomic", testOrderChangeAtomic},
+
+		{"Events/OfHolds", testEventsOfHolds},
+		{"Events/OfOrders", testEventsOfOrders},
+		{"Events/WithAHold", testEventsWithAHold},
+		{"Events/OfSales", testEventsOfSales},
+		{"Events/Append", testAppendEvents},
+		{"Events/RollBackWithTheChange", testEventsRollBackWithTheChange},
+
+		{"Outbox/ClaimOrderAndLimit", testClaimOrderAndLimit},
+		{"Outbox/LeaseAndFencing", testClaimLeaseAndFencing},
+		{"Outbox/RetryBuryReplay", testRetryBuryReplay},
+		{"Outbox/BuryAbandoned", testBuryAbandoned},
+		{"Outbox/StatsAndPurge", testOutboxStatsAndPurge},
+		{"Outbox/ConcurrentClaims", testConcurrentClaims},
 
 		{"Concurrent/SameUserHolds", testConcurrentSameUser},
 		{"Concurrent/ExpireDue", testConcurrentExpireDue},
@@ -83,16 +117,17 @@ func Exercise(t *testing.T, newStore func(t *testing.T) flashsale.Store) {
 					t.Errorf("Close: %v", err)
 				}
 			})
-			tc.fn(&env{t: t, ctx: t.Context(), store: store})
+			tc.fn(&env{t: t, ctx: t.Context(), store: store, faults: f})
 		})
 	}
 }
 
 // env is one test's store and the helpers that build its fixtures.
 type env struct {
-	t     *testing.T
-	ctx   context.Context
-	store flashsale.Store
+	t      *testing.T
+	ctx    context.Context
+	store  flashsale.Store
+	faults Faults
 }
 
 // newSale returns an open FIFO sale of a SKU of its own, not yet created.

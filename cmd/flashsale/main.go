@@ -4,6 +4,8 @@
 //	flashsale token     print a shopper JWT signed with the development key
 //	flashsale sale      create, list, show, pause, resume, rebuild sales
 //	flashsale verify    recompute a published draw and check its commitment
+//	flashsale order     list orders, show one's history, ship, cancel, refund
+//	flashsale outbox    the outbox's figures; list and replay dead letters
 //
 // Run "flashsale <command> -h" for the flags of each.
 package main
@@ -53,6 +55,8 @@ Usage:
   flashsale sale create|list|show|pause|resume|rebuild ...
                                     drive the operator routes of a running server
   flashsale verify URL|FILE         recompute a random or lottery sale's published draw
+  flashsale order list SKU | history ID | ship|cancel|refund ID --version N
+  flashsale outbox stats | dead | replay ID
 `
 
 // run is the whole program, with its environment passed in, so that tests
@@ -71,6 +75,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return saleCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "verify":
 		return verifyCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "order":
+		return orderCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "outbox":
+		return outboxCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -198,6 +198,8 @@ type adminClient struct {
 	base  string
 	token string
 	http  *http.Client
+	// header is sent with every request (If-Match, X-Operator).
+	header http.Header
 }
 
 // do sends a request and prints the JSON answer, indented.
@@ -230,6 +232,9 @@ func (c *adminClient) decode(ctx context.Context, method, path string, body, out
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)

@@ -43,6 +43,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 15*time.Second, "how long to wait for requests in flight at shutdown")
+	eventsSink := fs.String("events-sink", "log", "where the outbox relay publishes events: log, webhook, nats, or none (no relay in this process)")
+	webhookURL := fs.String("webhook-url", "", "webhook sink: the URL events are POSTed to")
+	webhookSecret := fs.String("webhook-secret", "", "webhook sink: the HMAC-SHA256 signing secret")
+	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "nats sink: the NATS server (with JetStream)")
+	natsStream := fs.String("nats-stream", "FLASHSALE_EVENTS", "nats sink: the JetStream stream (created if missing)")
+	natsSubject := fs.String("nats-subject", "flashsale.events", "nats sink: subject prefix; an event goes to <prefix>.<type>")
+	outboxMaxConns := fs.Int("outbox-max-conns", 2, "PostgreSQL connections of the outbox relay, a pool apart from --database-max-conns")
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return err
 	}
@@ -58,6 +65,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	logger, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		return err
+	}
+	switch *eventsSink {
+	case "log", "none", "nats":
+	case "webhook":
+		if *webhookURL == "" || *webhookSecret == "" {
+			return usageError{"serve: --events-sink webhook needs --webhook-url and --webhook-secret"}
+		}
+	default:
+		return usageError{fmt.Sprintf("serve: --events-sink must be log, webhook, nats or none, not %q", *eventsSink)}
+	}
+	if *outboxMaxConns < 1 {
+		return usageError{"serve: --outbox-max-conns must be at least 1"}
 	}
 	var pem []byte
 	if *jwtPublicKey != "" {
@@ -81,6 +100,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		OriginToken:      *originToken,
 		EdgeID:           *edgeID,
 		Logger:           logger,
+		EventsSink:       *eventsSink,
+		WebhookURL:       *webhookURL,
+		WebhookSecret:    *webhookSecret,
+		NATSURL:          *natsURL,
+		NATSStream:       *natsStream,
+		NATSSubject:      *natsSubject,
+		OutboxMaxConns:   int32(*outboxMaxConns),
 	})
 	if err != nil {
 		return err
@@ -123,8 +149,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		logger.Info("flashsale edge listening", "addr", base, "origin", *originURL)
 		fmt.Fprintf(stdout, "flashsale listening on %s (edge of %s)\n", base, *originURL)
 	} else {
-		logger.Info("flashsale listening", "addr", base, "role", *role, "record", store, "gate", gate)
-		fmt.Fprintf(stdout, "flashsale listening on %s (role: %s, record: %s, gate: %s)\n", base, *role, store, gate)
+		logger.Info("flashsale listening", "addr", base, "role", *role, "record", store, "gate", gate, "events", *eventsSink)
+		fmt.Fprintf(stdout, "flashsale listening on %s (role: %s, record: %s, gate: %s, events: %s)\n", base, *role, store, gate, *eventsSink)
 	}
 
 	if *demo && *role != httpapi.RoleEdge {

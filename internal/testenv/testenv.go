@@ -1,5 +1,6 @@
-// Package testenv gives tests the real PostgreSQL and Redis of the machine,
-// each test isolated in its own schema or key prefix and cleaned up after.
+// Package testenv gives tests the real PostgreSQL, Redis and NATS (with
+// JetStream) of the machine, each test isolated in its own schema, key
+// prefix or stream and cleaned up after.
 //
 // Where a server does not answer, the test is skipped with a message that
 // says how to provide it; under CI=true it fails instead, so CI cannot pass
@@ -10,6 +11,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -18,6 +20,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/rueidis"
 )
 
@@ -27,6 +31,9 @@ import (
 const (
 	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 	DefaultRedisURL    = "redis://127.0.0.1:6379/0"
+	// DefaultNATSURL is the NATS server (with JetStream) of this project's
+	// machines; TEST_NATS_URL overrides it.
+	DefaultNATSURL = "nats://127.0.0.1:4222"
 )
 
 // InCI reports whether the tests run under CI, where a missing server is a
@@ -155,6 +162,48 @@ func DeleteKeys(client rueidis.Client, prefix string) {
 		}
 		cursor = res.Cursor
 	}
+}
+
+// NATSURL returns the URL of the test NATS server.
+func NATSURL() string {
+	if u := os.Getenv("TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return DefaultNATSURL
+}
+
+// NATS checks that the test NATS server answers with JetStream enabled and
+// returns its URL and a name of t's own, in capitals (for a stream; its
+// lower case suits subjects). The stream of that name, if t creates one, is
+// deleted when t ends.
+func NATS(t testing.TB) (natsURL, name string) {
+	t.Helper()
+	natsURL = NATSURL()
+	nc, err := nats.Connect(natsURL, nats.Timeout(2*time.Second), nats.MaxReconnects(0))
+	if err != nil {
+		Unavailable(t, "NATS at "+natsURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		t.Fatalf("jetstream: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		nc.Close()
+		Unavailable(t, "JetStream at "+natsURL, err)
+	}
+	name = "T_" + strings.ToUpper(Suffix())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Logf("delete stream %s: %v", name, err)
+		}
+		nc.Close()
+	})
+	return natsURL, name
 }
 
 func redact(raw string) string {

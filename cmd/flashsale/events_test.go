@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/sqlite"
+)
+
+// TestOrderAndOutboxCommands: a shopper buys; the operator cancels the
+// order from the command line at the version it read (a stale version is
+// refused); the relay of the embedded default publishes every event to the
+// log; a dead letter is listed and replayed from the command line.
+func TestOrderAndOutboxCommands(t *testing.T) {
+	dir := t.TempDir()
+	base, stop := startServer(t, dir)
+	defer stop()
+	cli(t, "sale", "create", "--server", base, "--sku", "cli-tee", "--stock", "2", "--opens-at", "+0s")
+	jwt := strings.TrimSpace(cli(t, "token", "--user", "dora"))
+	auth := map[string]string{"Authorization": "Bearer " + jwt}
+	_, tk := call(t, "GET", base+"/sale/cli-tee/ticket", auth, "")
+	_, st := call(t, "GET", base+"/sale/cli-tee/status?token="+tk["token"].(string), nil, "")
+	code, res := call(t, "POST", base+"/sale/cli-tee/reserve", map[string]string{"Authorization": "Bearer " + jwt,
+		"X-Admission-Token": st["admissionToken"].(string), "Idempotency-Key": "k"}, "")
+	if code != 201 {
+		t.Fatalf("reserve: %d %v", code, res)
+	}
+	code, conf := call(t, "POST", base+"/reservations/"+res["reservationId"].(string)+"/confirm", auth, `{"paymentRef":"pay-1"}`)
+	if code != 200 {
+		t.Fatalf("confirm: %d %v", code, conf)
+	}
+	orderID := conf["orderId"].(string)
+
+	if out := cli(t, "order", "list", "cli-tee", "--server", base); !strings.Contains(out, orderID) || !strings.Contains(out, `"version": 1`) {
+		t.Fatalf("order list printed:\n%s", out)
+	}
+	var o, e syncBuffer
+	err := run(context.Background(), []string{"order", "cancel", orderID, "--server", base, "--version", "7"}, env(nil), &o, &e)
+	if err == nil || !strings.Contains(err.Error(), "version_conflict") {
+		t.Fatalf("cancel at a stale version: %v", err)
+	}
+	out := cli(t, "order", "cancel", orderID, "--server", base, "--version", "1", "--reason", "fraud", "--operator", "alice")
+	if !strings.Contains(out, `"state": "cancelled"`) || !strings.Contains(out, `"version": 2`) {
+		t.Fatalf("order cancel printed:\n%s", out)
+	}
+	if out := cli(t, "order", "history", orderID, "--server", base); !strings.Contains(out, `"actor": "operator:alice"`) ||
+		!strings.Contains(out, `"reason": "fraud"`) {
+		t.Fatalf("order history printed:\n%s", out)
+	}
+	if out := cli(t, "sale", "show", "cli-tee", "--server", base); !strings.Contains(out, `"counter": 2`) {
+		t.Fatalf("the cancelled order's unit did not come back:\n%s", out)
+	}
+
+	// The relay publishes to the log sink: every event of the sale is
+	// published within a few seconds.
+	wantTypes := []string{"sale.opened", "reservation.created", "order.confirmed", "order.cancelled", "reservation.cancelled"}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, body := call(t, "GET", base+"/admin/sales/cli-tee/events", nil, "")
+		raw, _ := json.Marshal(body["events"])
+		var events []struct {
+			Type        string  `json:"type"`
+			PublishedAt *string `json:"publishedAt"`
+		}
+		_ = json.Unmarshal(raw, &events)
+		published := map[string]bool{}
+		for _, ev := range events {
+			if ev.PublishedAt != nil {
+				published[ev.Type] = true
+			}
+		}
+		all := true
+		for _, typ := range wantTypes {
+			all = all && published[typ]
+		}
+		if all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 15s the published events are %v, want %v", published, wantTypes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// A dead letter, made beside the server in its own record.
+	st2, err := sqlite.Open(t.Context(), filepath.Join(dir, "flashsale.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	ev := flashsale.NewEvent("", flashsale.EventSaleSoldOut, "sale_x", "x", time.Now(), flashsale.SaleData{})
+	if _, err := st2.AppendEvents(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st2.ClaimEvents(t.Context(), flashsale.EventClaim{Relay: "test", Token: "tok", Now: time.Now().Add(time.Hour), Lease: time.Hour, Limit: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := st2.BuryEvent(t.Context(), "tok", ev.ID, time.Now(), "HTTP 410 from the receiver"); err != nil || !ok {
+		t.Fatalf("bury: %v, %v", ok, err)
+	}
+	if out := cli(t, "outbox", "dead", "--server", base); !strings.Contains(out, ev.ID) || !strings.Contains(out, "HTTP 410") {
+		t.Fatalf("outbox dead printed:\n%s", out)
+	}
+	if out := cli(t, "outbox", "stats", "--server", base); !strings.Contains(out, `"dead": 1`) {
+		t.Fatalf("outbox stats printed:\n%s", out)
+	}
+	if out := cli(t, "outbox", "replay", ev.ID, "--server", base); !strings.Contains(out, `"attempts": 0`) || strings.Contains(out, "deadAt") {
+		t.Fatalf("outbox replay printed:\n%s", out)
+	}
+	if err := run(context.Background(), []string{"outbox", "replay", ev.ID, "--server", base}, env(nil), &o, &e); err == nil ||
+		!strings.Contains(err.Error(), "invalid_state") {
+		t.Fatalf("replaying twice: %v", err)
+	}
+}

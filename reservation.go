@@ -39,6 +39,10 @@ type Reservation struct {
 	// reservation; a different request under the same key is refused.
 	IdempotencyKey string
 	RequestHash    string
+	// AccountCreated is the shopper's account creation time as the
+	// sign-in said (zero if it did not), kept for the post-sale audit of
+	// automation patterns.
+	AccountCreated time.Time
 	// Epoch is the gate epoch the hold was taken under.
 	Epoch     int64
 	CreatedAt time.Time
@@ -122,3 +126,20 @@ func OrderFrom(to OrderState) []OrderState {
 // Restocks reports whether moving an order to the state gives its units
 // back to the sale's stock.
 func (s OrderState) Restocks() bool { return s == OrderCancelled || s == OrderRefunded }
+
+// Attempt is one reservation of a sale, with the order it became, as the
+// post-sale audit of automation patterns reads it.
+type Attempt struct {
+	ReservationID  string
+	UserID         string
+	Instrument     string
+	Quantity       int
+	State          ReservationState
+	CreatedAt      time.Time
+	AccountCreated time.Time
+	// OrderID, OrderState and OrderVersion are set when the reservation
+	// became an order.
+	OrderID      string
+	OrderState   OrderState
+	OrderVersion int64
+}

@@ -98,6 +98,10 @@ type ReservationStore interface {
 	// caller may return its units to the gate only if this reports true.
 	VoidReservation(ctx context.Context, r *Reservation) (bool, error)
 
+	// Attempts returns every reservation of the sale (voided ones aside)
+	// with the order each became, oldest first.
+	Attempts(ctx context.Context, saleID string) ([]Attempt, error)
+
 	// ReservationStates returns the state of each reservation id of the sale
 	// that the record has; ids it lacks are absent from the map.
 	ReservationStates(ctx context.Context, saleID string, ids []string) (map[string]ReservationState, error)

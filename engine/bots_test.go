@@ -186,3 +186,58 @@ func TestAutomationIsHeldQuietly(t *testing.T) {
 		t.Fatalf("the operator view holds %v shoppers, want 2", v["heldAsAutomation"])
 	}
 }
+
+// TestAuditCancelsAutomationOrders: after the sale, the audit reports the
+// orders of young accounts created together that bought in the same second
+// and cancels them under the policy; their units return exactly once; a
+// genuine shopper's order is untouched.
+func TestAuditCancelsAutomationOrders(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := newHarness(t, b)
+		h.createSale("jersey", map[string]any{"initialStock": 10})
+		buy := func(user, jwt string) {
+			auth := map[string]string{"Authorization": "Bearer " + jwt}
+			tok := h.do("GET", "/sale/jersey/ticket", auth, nil).json(t)["token"].(string)
+			adm := h.status("jersey", tok)["admissionToken"].(string)
+			hdr := map[string]string{"Authorization": "Bearer " + jwt, "X-Admission-Token": adm, "Idempotency-Key": "k"}
+			r := h.do("POST", "/sale/jersey/reserve", hdr, nil)
+			if r.status != 201 {
+				t.Fatalf("%s reserve: %d %s", user, r.status, r.body)
+			}
+			id := r.json(t)["reservationId"].(string)
+			if c := h.do("POST", "/reservations/"+id+"/confirm", auth, `{"paymentRef":"p"}`); c.status != 200 {
+				t.Fatalf("%s confirm: %d %s", user, c.status, c.body)
+			}
+		}
+		for i := 0; i < 4; i++ { // four accounts made within minutes, two days ago
+			u := fmt.Sprintf("farm-%d", i)
+			buy(u, h.jwtAged(u, 48*time.Hour-time.Duration(i)*time.Minute))
+		}
+		buy("regular", h.jwt("regular"))
+		rep := h.do("GET", "/admin/sales/jersey/automation", nil, nil).json(t)
+		findings := rep["findings"].([]any)
+		if rep["orders"].(float64) != 5 || len(findings) != 4 {
+			t.Fatalf("audit: %v", rep)
+		}
+		for _, f := range findings {
+			if f.(map[string]any)["cancel"] != true || f.(map[string]any)["userId"] == "regular" {
+				t.Fatalf("finding %v", f)
+			}
+		}
+		if counter, _ := h.exact("jersey"); counter != 5 {
+			t.Fatalf("counter before %d", counter)
+		}
+		done := h.do("POST", "/admin/sales/jersey/automation/cancel", nil, nil).json(t)
+		if done["cancelled"].(float64) != 4 {
+			t.Fatalf("cancel run: %v", done)
+		}
+		// Running it again cancels nothing more and restocks nothing.
+		if again := h.do("POST", "/admin/sales/jersey/automation/cancel", nil, nil).json(t); again["cancelled"].(float64) != 0 {
+			t.Fatalf("second run: %v", again)
+		}
+		counter, totals := h.exact("jersey")
+		if counter != 9 || totals.Confirmed != 1 {
+			t.Fatalf("after: counter %d totals %+v, want 9 left and the regular's order", counter, totals)
+		}
+	})
+}

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/audit"
 	"github.com/flashsale/flashsale/control"
+	"github.com/flashsale/flashsale/waitroom"
 )
 
 type createSaleBody struct {
@@ -506,4 +508,68 @@ func operator(r *http.Request) string {
 		}
 	}
 	return "operator:" + name
+}
+
+type findingJSON struct {
+	OrderID       string               `json:"orderId"`
+	OrderVersion  int64                `json:"orderVersion"`
+	OrderState    flashsale.OrderState `json:"orderState"`
+	ReservationID string               `json:"reservationId"`
+	UserID        string               `json:"userId"`
+	Quantity      int                  `json:"quantity"`
+	Patterns      []string             `json:"patterns"`
+	Cancel        bool                 `json:"cancel"`
+	// Outcome, after a cancelling run: "cancelled", or why not.
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// automation audits the sale's orders for automation patterns; with
+// cancel, it cancels those the published policy cancels (each through the
+// normal order cancel: one conditional UPDATE on its version, the units
+// returned exactly once).
+func (s *Server) automation(cancel bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if cancel {
+			if err := decode(w, r, &struct{}{}, true); err != nil {
+				writeError(w, s.cfg.Logger, r, err)
+				return
+			}
+		}
+		ctx := r.Context()
+		sale, err := s.cfg.Store.SaleBySKU(ctx, r.PathValue("sku"))
+		if err != nil {
+			writeError(w, s.cfg.Logger, r, err)
+			return
+		}
+		attempts, err := s.cfg.Store.Attempts(ctx, sale.ID)
+		if err != nil {
+			writeError(w, s.cfg.Logger, r, err)
+			return
+		}
+		held, err := s.cfg.Queue.Suspects(ctx, sale.ID)
+		if err != nil {
+			writeError(w, s.cfg.Logger, r, &flashsale.Error{Code: flashsale.CodeUnavailable, Message: "The waiting room's store did not answer.", Err: err})
+			return
+		}
+		rep := audit.Analyze(sale, attempts, held, audit.Policy{})
+		out := make([]findingJSON, len(rep.Findings))
+		cancelled := 0
+		for i, f := range rep.Findings {
+			out[i] = findingJSON{OrderID: f.OrderID, OrderVersion: f.OrderVersion, OrderState: f.OrderState,
+				ReservationID: f.ReservationID, UserID: f.UserID, Quantity: f.Quantity, Patterns: f.Patterns, Cancel: f.Cancel}
+			if !cancel || !f.Cancel {
+				continue
+			}
+			o, err := s.cfg.Control.ChangeOrder(ctx, f.OrderID, f.OrderVersion, flashsale.OrderCancelled,
+				"automation-audit", "matches automation patterns: "+strings.Join(f.Patterns, "; "))
+			if err != nil {
+				out[i].Outcome = flashsale.ErrorMessage(err)
+				continue
+			}
+			out[i].Outcome, out[i].OrderState, out[i].OrderVersion = "cancelled", o.State, o.Version
+			cancelled++
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"sku": sale.SKU, "orders": rep.Orders, "findings": out,
+			"cancelled": cancelled, "policy": waitroom.AutomationPolicy})
+	}
 }

@@ -129,6 +129,8 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /admin/sales/{sku}/resume", s.admin(s.resumeSale))
 		m.HandleFunc("POST /admin/sales/{sku}/rebuild", s.admin(s.rebuildSale))
 		m.HandleFunc("GET /admin/sales/{sku}/audit", s.admin(s.auditSale))
+		m.HandleFunc("GET /admin/sales/{sku}/automation", s.admin(s.automation(false)))
+		m.HandleFunc("POST /admin/sales/{sku}/automation/cancel", s.admin(s.automation(true)))
 		m.HandleFunc("GET /admin/orders", s.admin(s.listOrders))
 		m.HandleFunc("POST /admin/orders/{id}/ship", s.admin(s.changeOrder(flashsale.OrderShipped)))
 		m.HandleFunc("POST /admin/orders/{id}/cancel", s.admin(s.changeOrder(flashsale.OrderCancelled)))

@@ -90,8 +90,8 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation,
 			INSERT INTO reservations (
 				reservation_id, sale_id, user_id, quantity, state,
 				payment_fingerprint, idempotency_key, request_hash, epoch,
-				created_at, expires_at)
-			SELECT $1, sale_id, $2, $3, 'pending', $4, $5, $6, epoch, $7, $8
+				created_at, expires_at, account_created)
+			SELECT $1, sale_id, $2, $3, 'pending', $4, $5, $6, epoch, $7, $8, $16
 			FROM sale_events
 			WHERE sale_id = $9 AND epoch = $10
 			FOR SHARE
@@ -106,7 +106,7 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation,
 		SELECT count(*) FROM r`,
 		r.ID, r.UserID, r.Quantity, nullText(r.PaymentFingerprint), nullText(r.IdempotencyKey), nullText(r.RequestHash),
 		r.CreatedAt, r.ExpiresAt, r.SaleID, r.Epoch,
-		ids, topics, sales, payloads, ats).Scan(&inserted)
+		ids, topics, sales, payloads, ats, nullTime(r.AccountCreated)).Scan(&inserted)
 	if pgErr, ok := uniqueViolation(err); ok {
 		return fmt.Errorf("postgres: create reservation %s: %w (%s)", r.ID, flashsale.ErrDuplicate, pgErr.ConstraintName)
 	}

@@ -337,6 +337,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		PaymentFingerprint: req.PaymentFingerprint,
 		IdempotencyKey:     req.IdempotencyKey,
 		RequestHash:        hash,
+		AccountCreated:     req.AccountCreated,
 		CreatedAt:          now,
 		ExpiresAt:          now.Add(sale.Hold()),
 		Version:            1,

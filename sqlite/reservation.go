@@ -86,12 +86,12 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation,
 			INSERT INTO reservations (
 				reservation_id, sale_id, user_id, quantity, state,
 				payment_fingerprint, idempotency_key, request_hash, epoch,
-				created_at, expires_at)
-			SELECT ?1, sale_id, ?2, ?3, 'pending', ?4, ?5, ?6, epoch, ?7, ?8
+				created_at, expires_at, account_created)
+			SELECT ?1, sale_id, ?2, ?3, 'pending', ?4, ?5, ?6, epoch, ?7, ?8, ?11
 			FROM sale_events
 			WHERE sale_id = ?9 AND epoch = ?10`,
 			r.ID, r.UserID, r.Quantity, nullText(r.PaymentFingerprint), nullText(r.IdempotencyKey), nullText(r.RequestHash),
-			micros(r.CreatedAt), micros(r.ExpiresAt), r.SaleID, r.Epoch)
+			micros(r.CreatedAt), micros(r.ExpiresAt), r.SaleID, r.Epoch, nullMicros(r.AccountCreated))
 		if err != nil {
 			return err
 		}

@@ -79,6 +79,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) flashsale.Store, faults 
 		{"Reservation/Void", testVoid},
 		{"Reservation/VoidThenRetryUnderKey", testVoidThenRetryUnderKey},
 		{"Reservation/States", testReservationStates},
+		{"Reservation/Attempts", testAttempts},
 
 		{"Order/OldestFirst", testOrdersOldestFirst},
 		{"Order/Ship", testShipOrder},

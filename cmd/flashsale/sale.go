@@ -22,7 +22,9 @@ const saleUsage = `Usage:
   flashsale sale pause SKU [--reason TEXT]
   flashsale sale resume SKU
   flashsale sale rebuild SKU
-  flashsale sale audit SKU [--limit N]
+  flashsale sale audit SKU [--cancel]   orders matching automation patterns; --cancel
+                                        cancels those the published policy cancels
+  flashsale sale counter-log SKU [--limit N]   the gate's log of counter changes
 
 Every subcommand takes --server (FLASHSALE_SERVER, default http://127.0.0.1:8080)
 and --admin-token (FLASHSALE_ADMIN_TOKEN).
@@ -43,6 +45,7 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 		sku, name, opensAt, closesAt, fairness, reason, regClosesAt *string
 		stock, hold, perUser, rate, challenge, shards, limit        *int
 		minAge                                                      *time.Duration
+		cancelOrders                                                *bool
 	)
 	switch sub {
 	case "create":
@@ -61,8 +64,10 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 		shards = fs.Int("shards", 1, "gates the counter is split over")
 	case "pause":
 		reason = fs.String("reason", "", "why the sale is paused")
+	case "counter-log":
+		limit = fs.Int("limit", 50, "how many of the newest entries")
 	case "audit":
-		limit = fs.Int("limit", 50, "how many of the newest audit entries")
+		cancelOrders = fs.Bool("cancel", false, "cancel the orders the published policy cancels (their units return to stock)")
 	case "list", "show", "resume", "rebuild":
 	default:
 		fmt.Fprint(stderr, saleUsage)
@@ -138,7 +143,7 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\n", s.SKU, s.State, s.InitialStock, counter, s.Pending, s.Confirmed, inv, s.OpensAt)
 		}
 		return tw.Flush()
-	case "show", "resume", "rebuild", "pause", "audit":
+	case "show", "resume", "rebuild", "pause", "audit", "counter-log":
 		s, err := needSKU()
 		if err != nil {
 			return err
@@ -148,8 +153,13 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 			return c.do(ctx, http.MethodGet, "/admin/sales/"+s, nil, stdout)
 		case "pause":
 			return c.do(ctx, http.MethodPost, "/admin/sales/"+s+"/pause", map[string]string{"reason": *reason}, stdout)
-		case "audit":
+		case "counter-log":
 			return c.do(ctx, http.MethodGet, fmt.Sprintf("/admin/sales/%s/audit?limit=%d", s, *limit), nil, stdout)
+		case "audit":
+			if *cancelOrders {
+				return c.do(ctx, http.MethodPost, "/admin/sales/"+s+"/automation/cancel", nil, stdout)
+			}
+			return c.do(ctx, http.MethodGet, "/admin/sales/"+s+"/automation", nil, stdout)
 		default:
 			return c.do(ctx, http.MethodPost, "/admin/sales/"+s+"/"+sub, nil, stdout)
 		}

@@ -50,6 +50,11 @@ type Config struct {
 	Shoppers *identity.Verifier
 	// Page serves the waiting room's web page and its assets.
 	Page http.Handler
+	// MintDemoToken, when set, registers GET /demo/token?user=NAME beside
+	// the page: it mints a shopper JWT for anyone, so the engine sets it
+	// only for a --demo server whose shoppers are verified with the
+	// well-known development key (with which anyone can mint anyway).
+	MintDemoToken func(user string) (token string, ttl time.Duration, err error)
 
 	Catalog    *catalog.Catalog
 	Purchase   *purchase.Service
@@ -107,6 +112,9 @@ func (s *Server) routes() {
 		if s.cfg.Page != nil {
 			m.Handle("GET /sale/{sku}/{$}", s.cfg.Page)
 			m.Handle("GET /assets/", s.cfg.Page)
+		}
+		if s.cfg.MintDemoToken != nil {
+			m.HandleFunc("GET /demo/token", s.getDemoToken)
 		}
 	}
 	m.HandleFunc("GET /sale/{sku}", s.getSale)

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"math"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -35,6 +36,10 @@ type publicSaleJSON struct {
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
 	// Drawn says the draw has run: GET /sale/{sku}/draw publishes it.
 	Drawn bool `json:"drawn,omitempty"`
+	// OpensInSeconds, while scheduled, is the time to the open by the
+	// server's clock: a page counts down from it rather than trust the
+	// device's clock.
+	OpensInSeconds *int64 `json:"opensInSeconds,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -91,6 +96,10 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
 	}
 	if sale.AdmissionPerSecond > 0 {
 		out.Policy.AdmissionPerSecond = sale.AdmissionPerSecond
+	}
+	if out.State == flashsale.SaleScheduled {
+		in := seconds(sale.OpensAt.Sub(s.cfg.Now()))
+		out.OpensInSeconds = &in
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -192,6 +201,9 @@ type statusJSON struct {
 	UnitsLeft *int64 `json:"unitsLeft,omitempty"`
 	Chance    string `json:"chance,omitempty"`
 	Token     string `json:"token,omitempty"`
+	// Added to the contract: the time to the open by the server's clock,
+	// for the page's countdown.
+	OpensInSeconds *int64 `json:"opensInSeconds,omitempty"`
 }
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
@@ -210,6 +222,8 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	switch st.State {
 	case waitroom.StateScheduled:
 		out.OpensAt = timePtr(st.OpensAt)
+		in := seconds(st.OpensAt.Sub(s.cfg.Now()))
+		out.OpensInSeconds = &in
 	case waitroom.StateWaiting:
 		wait := seconds(st.EstimatedWait)
 		out.Position, out.EstimatedWaitSeconds = &st.Position, &wait
@@ -293,6 +307,11 @@ type reservationJSON struct {
 	Quantity      int                        `json:"quantity"`
 	ExpiresAt     time.Time                  `json:"expiresAt"`
 	OrderID       string                     `json:"orderId,omitempty"`
+	// Added to the contract: a pending hold's seconds left by the server's
+	// clock (0 once past), so a page counts down without trusting the
+	// device's clock. Not in the reserve answer, which a replay repeats
+	// byte for byte.
+	ExpiresIn *int64 `json:"expiresIn,omitempty"`
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
@@ -305,10 +324,15 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.cfg.Logger, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, reservationJSON{
+	out := reservationJSON{
 		ReservationID: res.ID, SKU: res.SKU, State: res.State, Quantity: res.Quantity,
 		ExpiresAt: res.ExpiresAt.UTC(), OrderID: res.OrderID,
-	})
+	}
+	if res.State == flashsale.ReservationPending {
+		left := seconds(res.ExpiresAt.Sub(s.cfg.Now()))
+		out.ExpiresIn = &left
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 type confirmBody struct {
@@ -348,4 +372,25 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"state": string(res.State)})
+}
+
+// demoUser is what a demo shopper may be called: short, and safe to show.
+var demoUser = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
+
+// getDemoToken mints a development shopper JWT for ?user=NAME (an addition
+// to the contract, registered only for a --demo server with the development
+// key), so the demo's page can offer "Sign in as a demo shopper".
+func (s *Server) getDemoToken(w http.ResponseWriter, r *http.Request) {
+	user := r.URL.Query().Get("user")
+	if !demoUser.MatchString(user) {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest,
+			"user is required: 1 to 64 letters, digits or ._@-"))
+		return
+	}
+	tok, ttl, err := s.cfg.MintDemoToken(user)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, &flashsale.Error{Code: flashsale.CodeInternal, Message: "internal error", Err: err})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user": user, "expiresIn": seconds(ttl)})
 }

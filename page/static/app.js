@@ -137,7 +137,15 @@ function renderSale(s) {
   const when = Number.isNaN(opens.getTime()) ? '' : opens.toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' });
   $('sale-when').textContent = s.state === 'scheduled' ? `Opens ${when} (your time)` : `Opened ${when}`;
   const p = s.policy || {};
-  $('policy-fairness').textContent = FAIRNESS[p.fairness] || p.fairness;
+  let fairness = FAIRNESS[p.fairness] || p.fairness;
+  if (p.fairness === 'lottery') {
+    const closes = new Date(s.registrationClosesAt);
+    if (!Number.isNaN(closes.getTime())) {
+      fairness += ` Registration closes ${closes.toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' })}.`;
+    }
+    if (typeof p.lotteryWinners === 'number') fairness += ` Up to ${p.lotteryWinners} winners are drawn.`;
+  }
+  $('policy-fairness').textContent = fairness;
   $('policy-limit').textContent = `Up to ${p.perUserLimit} per shopper.`;
   $('policy-hold').textContent = `A reservation is held ${roughHold(p.holdSeconds)} for payment; unpaid, it goes back on sale.`;
   $('policy-age-row').hidden = !(p.minAccountAgeSeconds > 0);

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"math"
 	"net/http"
+	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -136,11 +138,14 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 	if t.RetryAfter > 0 {
 		setRetryAfter(w, t.RetryAfter)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"token":                t.Token,
-		"position":             t.Position,
-		"estimatedWaitSeconds": seconds(t.EstimatedWait),
-	})
+	out := ticketJSON{Token: t.Token, Position: t.Position, EstimatedWaitSeconds: seconds(t.EstimatedWait)}
+	writeAnswer(w, http.StatusOK, out.appendJSON)
+}
+
+type ticketJSON struct {
+	Token                string `json:"token"`
+	Position             int64  `json:"position"`
+	EstimatedWaitSeconds int64  `json:"estimatedWaitSeconds"`
 }
 
 func (s *Server) postRegister(w http.ResponseWriter, r *http.Request) {
@@ -208,7 +213,7 @@ type statusJSON struct {
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	sku := r.PathValue("sku")
-	tok := r.URL.Query().Get("token")
+	tok := queryValue(r.URL.RawQuery, "token")
 	if tok == "" {
 		s.reject(w, r, sku, flashsale.Errorf(flashsale.CodeInvalidToken, "The token query parameter is required."))
 		return
@@ -237,7 +242,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	if st.RetryAfter > 0 {
 		setRetryAfter(w, st.RetryAfter)
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeAnswer(w, http.StatusOK, out.appendJSON)
 }
 
 type reserveBody struct {
@@ -393,4 +398,27 @@ func (s *Server) getDemoToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user": user, "expiresIn": seconds(ttl)})
+}
+
+// queryValue returns the first value of the query parameter, unescaped,
+// or "" — what r.URL.Query().Get does, without building a map for the one
+// parameter a poll carries.
+func queryValue(rawQuery, name string) string {
+	for rawQuery != "" {
+		var pair string
+		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
+		if strings.Contains(pair, ";") {
+			continue // as url.ParseQuery: a semicolon is no separator
+		}
+		key, value, _ := strings.Cut(pair, "=")
+		if k, err := url.QueryUnescape(key); err != nil || k != name {
+			continue
+		}
+		v, err := url.QueryUnescape(value)
+		if err != nil {
+			continue // as url.ParseQuery: a malformed pair is skipped
+		}
+		return v
+	}
+	return ""
 }

@@ -77,7 +77,10 @@ type Config struct {
 	OrphanGrace       time.Duration
 	// GateTimeout bounds one gate call on the purchase path (default 500ms).
 	GateTimeout time.Duration
-	Logger      *slog.Logger
+	// RecordTimeout bounds one record write on the purchase path (default
+	// 3s); past it the shopper is told to repeat with the same key.
+	RecordTimeout time.Duration
+	Logger        *slog.Logger
 	// WrapGate, when set, wraps the gate every part uses: fault drills
 	// put a faulty gate in front of the real one.
 	WrapGate func(flashsale.GateAdmin) flashsale.GateAdmin
@@ -203,7 +206,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
-		GateTimeout: cfg.GateTimeout, Logger: logger, Metrics: e.Metrics})
+		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL})
 	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Store, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,

@@ -13,10 +13,25 @@ test('pollDelay jitters Retry-After by 0.7 to 1.3', () => {
   assert.equal(pollDelay(10, () => 0.5), 10000);
 });
 
+/** seeded is a small deterministic generator (an LCG), so the test is repeatable. */
+function seeded(seed) {
+  return () => {
+    seed = (Math.imul(seed, 1664525) + 1013904223) >>> 0;
+    return seed / 2 ** 32;
+  };
+}
+
 test('pollDelay spreads a herd that got the same Retry-After', () => {
-  const seen = new Set();
-  for (let i = 0; i < 200; i++) seen.add(Math.round(pollDelay(5) / 100));
-  assert.ok(seen.size > 30, `only ${seen.size} distinct delays in 200 pages`);
+  // A thousand pages told "Retry-After: 5" come back spread over the whole
+  // window 3.5 s to 6.5 s: every tenth of it gets some, none a crowd.
+  const random = seeded(42);
+  const tenths = new Array(10).fill(0);
+  for (let i = 0; i < 1000; i++) {
+    const ms = pollDelay(5, random);
+    assert.ok(ms >= 3500 && ms <= 6500, `delay ${ms}`);
+    tenths[Math.min(9, Math.floor((ms - 3500) / 300))]++;
+  }
+  for (const n of tenths) assert.ok(n > 50 && n < 200, `pages per tenth of the window: ${tenths}`);
 });
 
 test('pollDelay never polls sooner than a second', () => {

@@ -81,9 +81,10 @@ type Config struct {
 	WarmInterval      time.Duration
 	WarmLead          time.Duration
 	OrphanGrace       time.Duration
-	// GateTimeout bounds one gate call on the purchase path (default 500ms);
-	// RecordTimeout one record write (default 3s).
-	GateTimeout   time.Duration
+	// GateTimeout bounds one gate call on the purchase path (default 500ms).
+	GateTimeout time.Duration
+	// RecordTimeout bounds one record write on the purchase path (default
+	// 3s); past it the shopper is told to repeat with the same key.
 	RecordTimeout time.Duration
 	Logger        *slog.Logger
 	// WrapGate, when set, wraps the gate every part uses: fault drills
@@ -130,6 +131,11 @@ type Config struct {
 	RelayInterval time.Duration
 	// Sink, when set, replaces EventsSink's (tests).
 	Sink outbox.Sink
+	// Demo registers GET /demo/token?user=NAME beside the waiting-room
+	// page, minting development shopper JWTs, but only while shoppers are
+	// verified with the development key: with a real key, minting for
+	// strangers would hand out accounts, so Demo then does nothing.
+	Demo bool
 }
 
 // Engine is an assembled server. Its Handler serves the API; Start runs the
@@ -256,7 +262,8 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		return nil, err
 	}
 	e.Handler = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
-		Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control, Watcher: e.Watcher, Warmer: e.Warmer,
+		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
+		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Store, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
 		AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
 	return e, nil
@@ -300,8 +307,27 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
 	e.Handler = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
-		Page: page.Handler(), Ready: e.edgeReady, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+		Page: page.Handler(), MintDemoToken: e.demoMinter(), Ready: e.edgeReady, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
 	return nil
+}
+
+// Demo shoppers' accounts are a month old (old enough for any demo sale's
+// minimum age) and their tokens last a day.
+const (
+	demoAccountAge = 720 * time.Hour
+	demoTokenTTL   = 24 * time.Hour
+)
+
+// demoMinter returns the minting function of GET /demo/token, or nil
+// unless the engine runs a demo with the development key.
+func (e *Engine) demoMinter() func(string) (string, time.Duration, error) {
+	if !e.Config.Demo || !e.DevelopmentKey {
+		return nil
+	}
+	return func(user string) (string, time.Duration, error) {
+		tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, demoAccountAge, e.Config.Now(), demoTokenTTL)
+		return tok, demoTokenTTL, err
+	}
 }
 
 func (e *Engine) edgeReady(ctx context.Context) error {

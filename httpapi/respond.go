@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -100,18 +101,44 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 }
 
+// jsonBuffer is a response body being encoded. They are pooled: the
+// waiting room answers every poll with one, and a fresh buffer and encoder
+// per answer were a measurable share of the edge's work.
+type jsonBuffer struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var jsonBuffers = sync.Pool{New: func() any {
+	b := new(jsonBuffer)
+	b.enc = json.NewEncoder(&b.buf)
+	b.enc.SetEscapeHTML(false)
+	return b
+}}
+
+// Header values shared by every JSON answer, set without allocating.
+var (
+	contentTypeJSON = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	b := jsonBuffers.Get().(*jsonBuffer)
+	defer func() {
+		if b.buf.Cap() <= 64<<10 { // do not keep the rare large body alive
+			b.buf.Reset()
+			jsonBuffers.Put(b)
+		}
+	}()
+	if err := b.enc.Encode(v); err != nil {
 		http.Error(w, `{"error":{"code":"internal","message":"An internal error occurred; it has been logged."}}`, http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["Cache-Control"] = noStore
 	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(b.buf.Bytes())
 }
 
 // decode reads a JSON body of at most MaxBody bytes into v, refusing

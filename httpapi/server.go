@@ -50,6 +50,11 @@ type Config struct {
 	Shoppers *identity.Verifier
 	// Page serves the waiting room's web page and its assets.
 	Page http.Handler
+	// MintDemoToken, when set, registers GET /demo/token?user=NAME beside
+	// the page: it mints a shopper JWT for anyone, so the engine sets it
+	// only for a --demo server whose shoppers are verified with the
+	// well-known development key (with which anyone can mint anyway).
+	MintDemoToken func(user string) (token string, ttl time.Duration, err error)
 
 	Catalog    *catalog.Catalog
 	Purchase   *purchase.Service
@@ -109,6 +114,9 @@ func (s *Server) routes() {
 			m.Handle("GET /sale/{sku}/{$}", s.cfg.Page)
 			m.Handle("GET /assets/", s.cfg.Page)
 		}
+		if s.cfg.MintDemoToken != nil {
+			m.HandleFunc("GET /demo/token", s.getDemoToken)
+		}
 	}
 	m.HandleFunc("GET /sale/{sku}", s.getSale)
 	m.HandleFunc("GET /sale/{sku}/draw", s.getDraw)
@@ -141,7 +149,7 @@ func (s *Server) routes() {
 		m.HandleFunc("GET /admin/outbox/dead", s.admin(s.deadEvents))
 		m.HandleFunc("POST /admin/outbox/{id}/replay", s.admin(s.replayEvent))
 		m.HandleFunc("GET "+waitroom.SnapshotsPath, s.admin(s.edgeSnapshots))
-		m.HandleFunc("/admin/", s.admin(s.notFound))
+		m.HandleFunc("/admin/", s.unmatched(s.admin(s.notFound)))
 	}
 
 	// Plumbing.
@@ -152,7 +160,7 @@ func (s *Server) routes() {
 	if s.cfg.Metrics != nil {
 		m.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
 	}
-	m.HandleFunc("/", s.notFound)
+	m.HandleFunc("/", s.unmatched(s.notFound))
 }
 
 // ServeHTTP implements http.Handler: the mux, with panics recovered into
@@ -174,16 +182,23 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.cfg.Metrics.Request(route, rec.status, time.Since(start))
 	}()
-	if _, pattern := s.mux.Handler(r); pattern == "" || pattern == "/" || pattern == "/admin/" {
-		// Distinguish a wrong method on a known path (405) from an unknown
-		// path (404), answering both in the contract's error shape.
+	s.mux.ServeHTTP(rec, r)
+}
+
+// unmatched wraps the catch-all routes, which the mux reaches only when no
+// route matched: it tells a wrong method on a known path (405) from an
+// unknown path (404), both in the contract's error shape, before next.
+// Doing it here, and not ahead of the mux, keeps the requests that do
+// match (every poll) to one routing.
+func (s *Server) unmatched(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
 		if allowed := s.allowed(r); allowed != "" {
-			rec.Header().Set("Allow", allowed)
-			writeError(rec, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeMethodNotAllowed, "This route does not take %s.", r.Method))
+			w.Header().Set("Allow", allowed)
+			writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeMethodNotAllowed, "This route does not take %s.", r.Method))
 			return
 		}
+		next(w, r)
 	}
-	s.mux.ServeHTTP(rec, r)
 }
 
 // allowed returns the methods the mux serves for r's path, or "".

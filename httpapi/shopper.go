@@ -3,6 +3,9 @@ package httpapi
 import (
 	"math"
 	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -37,6 +40,10 @@ type publicSaleJSON struct {
 	Drawn bool `json:"drawn,omitempty"`
 	// AutomationPolicy is the published policy on suspected automation.
 	AutomationPolicy string `json:"automationPolicy"`
+	// OpensInSeconds, while scheduled, is the time to the open by the
+	// server's clock: a page counts down from it rather than trust the
+	// device's clock.
+	OpensInSeconds *int64 `json:"opensInSeconds,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -95,6 +102,10 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
 	if sale.AdmissionPerSecond > 0 {
 		out.Policy.AdmissionPerSecond = sale.AdmissionPerSecond
 	}
+	if out.State == flashsale.SaleScheduled {
+		in := seconds(sale.OpensAt.Sub(s.cfg.Now()))
+		out.OpensInSeconds = &in
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -130,11 +141,14 @@ func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 	if t.RetryAfter > 0 {
 		setRetryAfter(w, t.RetryAfter)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"token":                t.Token,
-		"position":             t.Position,
-		"estimatedWaitSeconds": seconds(t.EstimatedWait),
-	})
+	out := ticketJSON{Token: t.Token, Position: t.Position, EstimatedWaitSeconds: seconds(t.EstimatedWait)}
+	writeAnswer(w, http.StatusOK, out.appendJSON)
+}
+
+type ticketJSON struct {
+	Token                string `json:"token"`
+	Position             int64  `json:"position"`
+	EstimatedWaitSeconds int64  `json:"estimatedWaitSeconds"`
 }
 
 func (s *Server) postRegister(w http.ResponseWriter, r *http.Request) {
@@ -195,6 +209,9 @@ type statusJSON struct {
 	UnitsLeft *int64 `json:"unitsLeft,omitempty"`
 	Chance    string `json:"chance,omitempty"`
 	Token     string `json:"token,omitempty"`
+	// Added to the contract: the time to the open by the server's clock,
+	// for the page's countdown.
+	OpensInSeconds *int64 `json:"opensInSeconds,omitempty"`
 
 	Challenge *challengeJSON `json:"challenge,omitempty"`
 }
@@ -208,7 +225,7 @@ type challengeJSON struct {
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	sku := r.PathValue("sku")
-	tok := r.URL.Query().Get("token")
+	tok := queryValue(r.URL.RawQuery, "token")
 	if tok == "" {
 		s.reject(w, r, sku, flashsale.Errorf(flashsale.CodeInvalidToken, "The token query parameter is required."))
 		return
@@ -222,6 +239,8 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	switch st.State {
 	case waitroom.StateScheduled:
 		out.OpensAt = timePtr(st.OpensAt)
+		in := seconds(st.OpensAt.Sub(s.cfg.Now()))
+		out.OpensInSeconds = &in
 	case waitroom.StateWaiting:
 		wait := seconds(st.EstimatedWait)
 		out.Position, out.EstimatedWaitSeconds = &st.Position, &wait
@@ -239,7 +258,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	if st.RetryAfter > 0 {
 		setRetryAfter(w, st.RetryAfter)
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeAnswer(w, http.StatusOK, out.appendJSON)
 }
 
 type admissionBody struct {
@@ -335,6 +354,11 @@ type reservationJSON struct {
 	Quantity      int                        `json:"quantity"`
 	ExpiresAt     time.Time                  `json:"expiresAt"`
 	OrderID       string                     `json:"orderId,omitempty"`
+	// Added to the contract: a pending hold's seconds left by the server's
+	// clock (0 once past), so a page counts down without trusting the
+	// device's clock. Not in the reserve answer, which a replay repeats
+	// byte for byte.
+	ExpiresIn *int64 `json:"expiresIn,omitempty"`
 }
 
 func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
@@ -347,10 +371,15 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.cfg.Logger, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, reservationJSON{
+	out := reservationJSON{
 		ReservationID: res.ID, SKU: res.SKU, State: res.State, Quantity: res.Quantity,
 		ExpiresAt: res.ExpiresAt.UTC(), OrderID: res.OrderID,
-	})
+	}
+	if res.State == flashsale.ReservationPending {
+		left := seconds(res.ExpiresAt.Sub(s.cfg.Now()))
+		out.ExpiresIn = &left
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 type confirmBody struct {
@@ -390,4 +419,48 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"state": string(res.State)})
+}
+
+// demoUser is what a demo shopper may be called: short, and safe to show.
+var demoUser = regexp.MustCompile(`^[A-Za-z0-9._@-]{1,64}$`)
+
+// getDemoToken mints a development shopper JWT for ?user=NAME (an addition
+// to the contract, registered only for a --demo server with the development
+// key), so the demo's page can offer "Sign in as a demo shopper".
+func (s *Server) getDemoToken(w http.ResponseWriter, r *http.Request) {
+	user := r.URL.Query().Get("user")
+	if !demoUser.MatchString(user) {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest,
+			"user is required: 1 to 64 letters, digits or ._@-"))
+		return
+	}
+	tok, ttl, err := s.cfg.MintDemoToken(user)
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, &flashsale.Error{Code: flashsale.CodeInternal, Message: "internal error", Err: err})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"token": tok, "user": user, "expiresIn": seconds(ttl)})
+}
+
+// queryValue returns the first value of the query parameter, unescaped,
+// or "" — what r.URL.Query().Get does, without building a map for the one
+// parameter a poll carries.
+func queryValue(rawQuery, name string) string {
+	for rawQuery != "" {
+		var pair string
+		pair, rawQuery, _ = strings.Cut(rawQuery, "&")
+		if strings.Contains(pair, ";") {
+			continue // as url.ParseQuery: a semicolon is no separator
+		}
+		key, value, _ := strings.Cut(pair, "=")
+		if k, err := url.QueryUnescape(key); err != nil || k != name {
+			continue
+		}
+		v, err := url.QueryUnescape(value)
+		if err != nil {
+			continue // as url.ParseQuery: a malformed pair is skipped
+		}
+		return v
+	}
+	return ""
 }

@@ -7,6 +7,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,20 @@ type Metrics struct {
 	outboxRetried   *prometheus.CounterVec
 	outboxBuried    *prometheus.CounterVec
 	outboxLatency   *prometheus.HistogramVec
+	// byRoute caches the request collectors of each route and status: the
+	// label lookup (hashing both labels) was a measurable part of a poll.
+	byRouteMu sync.RWMutex
+	byRoute   map[routeStatus]routeCollectors
+}
+
+type routeStatus struct {
+	route  string
+	status int
+}
+
+type routeCollectors struct {
+	count   prometheus.Counter
+	seconds prometheus.Observer
 }
 
 // New registers the collectors, with the Go and process collectors, on a
@@ -144,8 +159,24 @@ func (m *Metrics) Request(route string, status int, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(route, statusText(status)).Inc()
-	m.requestSeconds.WithLabelValues(route).Observe(d.Seconds())
+	key := routeStatus{route, status}
+	m.byRouteMu.RLock()
+	c, ok := m.byRoute[key]
+	m.byRouteMu.RUnlock()
+	if !ok {
+		// Routes are the mux's patterns and statuses few: the map stays
+		// small.
+		c = routeCollectors{count: m.requests.WithLabelValues(route, statusText(status)),
+			seconds: m.requestSeconds.WithLabelValues(route)}
+		m.byRouteMu.Lock()
+		if m.byRoute == nil {
+			m.byRoute = map[routeStatus]routeCollectors{}
+		}
+		m.byRoute[key] = c
+		m.byRouteMu.Unlock()
+	}
+	c.count.Inc()
+	c.seconds.Observe(d.Seconds())
 }
 
 // Rejection records one request told no by a funnel layer.

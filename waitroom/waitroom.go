@@ -44,6 +44,10 @@ type Config struct {
 	// FailLimit is how many failed challenge answers mark a shopper as
 	// automation (default 20).
 	FailLimit int
+	// PlaceCache is how many given places the room remembers, to answer a
+	// shopper asking again without a call to the queue (default 1<<19,
+	// about 200 bytes each; negative: none).
+	PlaceCache int
 }
 
 // Room answers tickets, polls and registrations. Safe for concurrent use.
@@ -54,6 +58,7 @@ type Room struct {
 	claims map[string]*claimSet
 	polls  *window.Counter
 	fails  *window.Counter
+	places *places
 }
 
 // New returns a Room.
@@ -73,7 +78,10 @@ func New(cfg Config) *Room {
 	if cfg.FailLimit <= 0 {
 		cfg.FailLimit = 20
 	}
-	return &Room{cfg: cfg, claims: map[string]*claimSet{},
+	if cfg.PlaceCache == 0 {
+		cfg.PlaceCache = 1 << 19
+	}
+	return &Room{cfg: cfg, claims: map[string]*claimSet{}, places: newPlaces(cfg.PlaceCache),
 		polls: window.New(cfg.PollWindow), fails: window.New(time.Hour)}
 }
 
@@ -224,14 +232,33 @@ func (r *Room) Ticket(ctx context.Context, sku, userID string, accountCreated ti
 	if sale.StateAt(now) == flashsale.SaleOpen && snap.Loaded && snap.Counter <= 0 && snap.Pending <= 0 {
 		return Ticket{}, flashsale.Errorf(flashsale.CodeSoldOut, "Sold out: nothing is left and no hold can come back.")
 	}
-	pos, arrival, err := r.place(ctx, snap, userID, now)
+	pl, err := r.remembered(ctx, snap, userID, accountCreated, now)
 	if err != nil {
 		return Ticket{}, err
 	}
-	tok := r.cfg.Tokens.SignTicket(token.Ticket{UserID: userID, SaleID: sale.ID, Arrival: arrival, Position: pos,
-		AccountCreated: accountCreated})
-	ahead, wait := r.ahead(snap, pos, now)
-	return Ticket{Token: tok, Position: ahead, EstimatedWait: wait, RetryAfter: pollAfter(wait)}, nil
+	ahead, wait := r.ahead(snap, pl.position, now)
+	return Ticket{Token: pl.ticket, Position: ahead, EstimatedWait: wait, RetryAfter: pollAfter(wait)}, nil
+}
+
+// remembered returns the shopper's place and its signed ticket from memory
+// when it was given before, else decides it (place), signs it, and
+// remembers it once final.
+func (r *Room) remembered(ctx context.Context, snap *Snapshot, userID string, accountCreated, now time.Time) (place, error) {
+	saleID := snap.Sale.ID
+	if pl, ok := r.places.get(saleID, userID); ok {
+		return pl, nil
+	}
+	pos, arrival, err := r.place(ctx, snap, userID, now)
+	if err != nil {
+		return place{}, err
+	}
+	pl := place{position: pos, arrival: arrival,
+		ticket: r.cfg.Tokens.SignTicket(token.Ticket{UserID: userID, SaleID: saleID, Arrival: arrival, Position: pos,
+			AccountCreated: accountCreated})}
+	if pos > 0 || (pos == NotSelected && snap.Drawn) {
+		r.places.put(saleID, userID, pl)
+	}
+	return pl, nil
 }
 
 // place decides the shopper's place under the sale's policy.

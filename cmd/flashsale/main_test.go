@@ -44,11 +44,18 @@ func env(m map[string]string) func(string) string {
 // address and a function that stops it and returns run's error.
 func startServer(t *testing.T, dataDir string, extra ...string) (string, func() error) {
 	t.Helper()
+	base, stop, _ := startServerOut(t, dataDir, extra...)
+	return base, stop
+}
+
+// startServerOut is startServer that also returns what serve prints.
+func startServerOut(t *testing.T, dataDir string, extra ...string) (string, func() error, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	stdout, stderr := new(syncBuffer), new(syncBuffer)
 	done := make(chan error, 1)
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
-	go func() { done <- run(ctx, args, env(nil), &stdout, &stderr) }()
+	go func() { done <- run(ctx, args, env(nil), stdout, stderr) }()
 	re := regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -64,7 +71,7 @@ func startServer(t *testing.T, dataDir string, extra ...string) (string, func() 
 				}
 			}
 			t.Cleanup(func() { cancel() })
-			return m[1], stop
+			return m[1], stop, stdout
 		}
 		select {
 		case err := <-done:
@@ -231,6 +238,68 @@ func TestVerifyCommand(t *testing.T) {
 		err := run(context.Background(), args, env(nil), &o, &e)
 		if err == nil || exitCode(err) != 1 || !strings.Contains(o.String(), "MISMATCH") {
 			t.Errorf("%s: err %v, output:\n%s", name, err, o.String())
+		}
+	}
+}
+
+// TestServeDemo: serve --demo prints its sale's waiting-room page, which
+// answers, and the commands a new user can run from the source tree; the
+// page's demo sign-in (GET /demo/token) mints shopper JWTs only for --demo
+// with the development key.
+func TestServeDemo(t *testing.T) {
+	base, stop, stdout := startServerOut(t, t.TempDir(), "--demo")
+	defer stop()
+	re := regexp.MustCompile(`The waiting room:\s+(http://\S+/sale/(demo-\w+)/)`)
+	var m []string
+	for deadline := time.Now().Add(10 * time.Second); m == nil; {
+		if m = re.FindStringSubmatch(stdout.String()); m == nil && time.Now().After(deadline) {
+			t.Fatalf("serve --demo did not print the page's address:\n%s", stdout.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.HasPrefix(m[1], base+"/sale/") {
+		t.Fatalf("page address %s is not on %s", m[1], base)
+	}
+	if !strings.Contains(stdout.String(), "go run ./cmd/flashsale token --user alice") {
+		t.Errorf("the demo's instructions need a flashsale binary on PATH:\n%s", stdout.String())
+	}
+	resp, err := http.Get(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(string(html), "/assets/app.js") {
+		t.Fatalf("the page: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if code, sale := call(t, "GET", base+"/sale/"+m[2], nil, ""); code != 200 || sale["state"] != "scheduled" {
+		t.Fatalf("the demo sale: %d %v", code, sale)
+	}
+
+	code, res := call(t, "GET", base+"/demo/token?user=alice", nil, "")
+	tok, _ := res["token"].(string)
+	if code != 200 || tok == "" {
+		t.Fatalf("demo token: %d %v", code, res)
+	}
+	v, err := identity.NewHS256([]byte(identity.DevelopmentSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh, err := v.Verify("Bearer "+tok, time.Now()); err != nil || sh.UserID != "alice" {
+		t.Fatalf("the demo token does not verify as alice: %+v %v", sh, err)
+	}
+	if code, res := call(t, "GET", base+"/demo/token", nil, ""); code != 400 || res["error"].(map[string]any)["code"] != "bad_request" {
+		t.Fatalf("demo token without a user: %d %v", code, res)
+	}
+
+	for _, extra := range [][]string{nil, {"--demo", "--user-jwt-secret", "a-real-secret-that-is-long-enough-0123456789"}} {
+		base, stop := startServer(t, t.TempDir(), extra...)
+		if code, _ := call(t, "GET", base+"/demo/token?user=mallory", nil, ""); code != 404 {
+			t.Errorf("serve %v answers /demo/token with %d, want 404", extra, code)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

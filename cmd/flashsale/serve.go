@@ -39,7 +39,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	originURL := fs.String("origin-url", "", "edge: the origin's base URL, where it fetches snapshots")
 	originToken := fs.String("origin-token", "", "edge: the origin's admin token")
 	edgeID := fs.String("edge-id", "", "edge: its name in the origin's sale view (default: host/pid)")
-	demo := fs.Bool("demo", false, "also create a demo sale that opens shortly")
+	demo := fs.Bool("demo", false, "also create a demo sale that opens shortly, and (with the development key) let its page sign in demo shoppers")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 15*time.Second, "how long to wait for requests in flight at shutdown")
@@ -99,6 +99,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		OriginURL:        *originURL,
 		OriginToken:      *originToken,
 		EdgeID:           *edgeID,
+		Demo:             *demo,
 		Logger:           logger,
 		EventsSink:       *eventsSink,
 		WebhookURL:       *webhookURL,
@@ -207,13 +208,23 @@ func createDemo(ctx context.Context, eng *engine.Engine, base string, stdout io.
 	if err != nil {
 		return err
 	}
+	signIn := `press "Sign in as a demo shopper"`
+	if !eng.DevelopmentKey {
+		signIn = "sign in with a token your --user-jwt-secret or key signs"
+	}
+	// The commands run from the source tree: a new user has no flashsale
+	// binary on PATH.
+	const token = "go run ./cmd/flashsale token --user alice"
 	fmt.Fprintf(stdout, `
 Demo sale %q: %d units, opens at %s (in about 15 seconds).
+  The waiting room:   %s/sale/%s/
+                      open it in a browser (a phone will do) and %s
   The sale:           curl %s/sale/%s
-  A shopper token:    flashsale token --user alice
-  Take a place:       curl -H "Authorization: Bearer $(flashsale token --user alice)" %s/sale/%s/ticket
+  A shopper token:    %s
+  Take a place:       curl -H "Authorization: Bearer $(%s)" %s/sale/%s/ticket
   Poll your place:    curl "%s/sale/%s/status?token=<token from the ticket>"
   Operator view:      curl %s/admin/sales/%s
-`, sale.SKU, sale.InitialStock, sale.OpensAt.Format(time.RFC3339), base, sku, base, sku, base, sku, base, sku)
+`, sale.SKU, sale.InitialStock, sale.OpensAt.Format(time.RFC3339), base, sku, signIn, base, sku, token, token,
+		base, sku, base, sku, base, sku)
 	return nil
 }

@@ -537,7 +537,11 @@ $('reserve-go').addEventListener('click', async () => {
       state.admission = null;
       return poll(); // a fresh admission, the place kept
     case 'admission_used':
-      return fail('This turn has already been used by a reservation, perhaps made in another tab or window. Look there for it.');
+      // One turn per place: a reservation spends the admission, and a hold
+      // that expired or was released does not give the turn back (its
+      // units went back to the shoppers still waiting).
+      return fail('This turn has been used: a reservation was made with it (perhaps in another tab), ' +
+        'and a hold that expires or is released does not give the turn back.');
     case 'sale_paused':
       state.admission = null;
       show('paused');

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/catalog"
+	"github.com/flashsale/flashsale/internal/loop"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/waitroom"
 )
@@ -414,10 +415,9 @@ type Warmer struct {
 	lead     time.Duration
 	interval time.Duration
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-	warm   map[string]bool
+	loop loop.Loop
+	mu   sync.Mutex
+	warm map[string]bool
 	// opened lists the sales whose sale.opened this process has written
 	// (or found written), so it writes each at most once.
 	opened map[string]bool
@@ -444,37 +444,11 @@ func NewWarmer(svc *Service, cfg WarmerConfig) *Warmer {
 
 // Start runs the warmer in the background.
 func (w *Warmer) Start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	w.mu.Lock()
-	w.cancel, w.done = cancel, make(chan struct{})
-	w.mu.Unlock()
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(w.interval)
-		defer t.Stop()
-		for {
-			if err := w.WarmOnce(ctx); err != nil && ctx.Err() == nil {
-				w.svc.logger.Error("warmer", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	w.loop.Start(ctx, w.interval, "warmer", w.svc.logger, w.WarmOnce)
 }
 
 // Stop stops the warmer and waits for it.
-func (w *Warmer) Stop() {
-	w.mu.Lock()
-	cancel, done := w.cancel, w.done
-	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (w *Warmer) Stop() { w.loop.Stop() }
 
 // Warm reports whether the sale's counter was in the gate at the last
 // round.

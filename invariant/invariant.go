@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/loop"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -87,8 +88,7 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	results map[string]Result
-	cancel  context.CancelFunc
-	done    chan struct{}
+	loop    loop.Loop
 }
 
 // New returns a Watcher.
@@ -105,39 +105,13 @@ func New(cfg Config) *Watcher {
 	return &Watcher{cfg: cfg, results: make(map[string]Result)}
 }
 
-// Start runs checks until Stop.
+// Start runs checks every Interval until Stop.
 func (w *Watcher) Start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	w.mu.Lock()
-	w.cancel, w.done = cancel, make(chan struct{})
-	w.mu.Unlock()
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(w.cfg.Interval)
-		defer t.Stop()
-		for {
-			if err := w.CheckAll(ctx); err != nil && ctx.Err() == nil {
-				w.cfg.Logger.Error("invariant: check", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	w.loop.Start(ctx, w.cfg.Interval, "invariant: check", w.cfg.Logger, w.CheckAll)
 }
 
 // Stop stops the watcher and waits for its round to finish.
-func (w *Watcher) Stop() {
-	w.mu.Lock()
-	cancel, done := w.cancel, w.done
-	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (w *Watcher) Stop() { w.loop.Stop() }
 
 // Last returns the last result for the sale, if it was checked.
 func (w *Watcher) Last(saleID string) (Result, bool) {

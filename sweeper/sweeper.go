@@ -15,10 +15,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/loop"
 	"github.com/flashsale/flashsale/metrics"
 )
 
@@ -64,11 +64,8 @@ type Config struct {
 // Sweeper is a background service. Safe for concurrent use; several may
 // run against one record and one gate.
 type Sweeper struct {
-	cfg Config
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg  Config
+	loop loop.Loop
 }
 
 // New returns a Sweeper.
@@ -96,42 +93,21 @@ func New(cfg Config) *Sweeper {
 
 // Start runs sweeps (and, every few, a reconciliation) until Stop.
 func (s *Sweeper) Start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	s.mu.Lock()
-	s.cancel, s.done = cancel, make(chan struct{})
-	s.mu.Unlock()
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(s.cfg.Interval)
-		defer t.Stop()
-		for round := 0; ; round++ {
-			if _, err := s.SweepOnce(ctx); err != nil && ctx.Err() == nil {
-				s.cfg.Logger.Error("sweeper: sweep", "err", err)
-			}
-			if round%s.cfg.ReconcileEvery == 0 {
-				if _, err := s.ReconcileAll(ctx); err != nil && ctx.Err() == nil {
-					s.cfg.Logger.Error("sweeper: reconcile", "err", err)
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
+	round := 0
+	s.loop.Start(ctx, s.cfg.Interval, "sweeper", s.cfg.Logger, func(ctx context.Context) error {
+		_, err := s.SweepOnce(ctx)
+		if round%s.cfg.ReconcileEvery == 0 {
+			if _, rerr := s.ReconcileAll(ctx); rerr != nil {
+				err = errors.Join(err, rerr)
 			}
 		}
-	}()
+		round++
+		return err
+	})
 }
 
 // Stop stops the sweeper and waits for its round to finish.
-func (s *Sweeper) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (s *Sweeper) Stop() { s.loop.Stop() }
 
 // SweepOnce claims every hold expired by now, batch by batch, and returns
 // their units to the gate. It reports how many units it restocked.

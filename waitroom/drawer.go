@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/loop"
 )
 
 // Drawer runs the draws of random and lottery sales at the origin: when a
@@ -18,11 +18,8 @@ import (
 // at creation, and records the outcome — once, however many origins try —
 // which reveals the seed. Safe for concurrent use.
 type Drawer struct {
-	cfg DrawerConfig
-
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	cfg  DrawerConfig
+	loop loop.Loop
 }
 
 // DrawerConfig configures a Drawer. All but Now, Interval, Logger and
@@ -81,37 +78,11 @@ func NewDrawer(cfg DrawerConfig) *Drawer {
 
 // Start runs DrawDue every Interval until Stop.
 func (d *Drawer) Start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	d.mu.Lock()
-	d.cancel, d.done = cancel, make(chan struct{})
-	d.mu.Unlock()
-	go func() {
-		defer close(d.done)
-		t := time.NewTicker(d.cfg.Interval)
-		defer t.Stop()
-		for {
-			if err := d.DrawDue(ctx); err != nil && ctx.Err() == nil {
-				d.cfg.Logger.Error("drawer", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	d.loop.Start(ctx, d.cfg.Interval, "drawer", d.cfg.Logger, d.DrawDue)
 }
 
 // Stop stops the drawer and waits for its round.
-func (d *Drawer) Stop() {
-	d.mu.Lock()
-	cancel, done := d.cancel, d.done
-	d.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (d *Drawer) Stop() { d.loop.Stop() }
 
 // DrawDue runs every draw that is due and has not run.
 func (d *Drawer) DrawDue(ctx context.Context) error {

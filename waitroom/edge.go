@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/loop"
 )
 
 // EdgeSnapshots gives an edge its snapshots: it fetches every active sale's
@@ -31,9 +32,7 @@ type EdgeSnapshots struct {
 	fetched time.Time
 	indexes map[string]*DrawIndex
 	flight  singleflight.Group
-
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop    loop.Loop
 }
 
 // EdgeConfig configures EdgeSnapshots. Origin is required.
@@ -75,37 +74,11 @@ func NewEdgeSnapshots(cfg EdgeConfig) *EdgeSnapshots {
 
 // Start fetches snapshots in the background until Stop.
 func (e *EdgeSnapshots) Start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	e.mu.Lock()
-	e.cancel, e.done = cancel, make(chan struct{})
-	e.mu.Unlock()
-	go func() {
-		defer close(e.done)
-		t := time.NewTicker(e.cfg.Interval)
-		defer t.Stop()
-		for {
-			if err := e.Refresh(ctx); err != nil && ctx.Err() == nil {
-				e.cfg.Logger.Warn("edge: the origin did not answer", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	e.loop.Start(ctx, e.cfg.Interval, "edge: the origin did not answer", e.cfg.Logger, e.Refresh)
 }
 
 // Stop stops fetching.
-func (e *EdgeSnapshots) Stop() {
-	e.mu.Lock()
-	cancel, done := e.cancel, e.done
-	e.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (e *EdgeSnapshots) Stop() { e.loop.Stop() }
 
 // SnapshotsPath is the origin route edges fetch snapshots from.
 const SnapshotsPath = "/admin/edge/snapshots"

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/loop"
 )
 
 // Pacer decides how far each paced sale's queue is admitted, driven by
@@ -36,9 +37,7 @@ type Pacer struct {
 
 	mu    sync.Mutex
 	sales map[string]*pace
-
-	cancel context.CancelFunc
-	done   chan struct{}
+	loop  loop.Loop
 }
 
 // PacerConfig configures a Pacer. Queue, Gate and Sales are required.
@@ -161,37 +160,11 @@ func (p *Pacer) State(saleID string) (PaceState, bool) {
 
 // Start runs TickOnce every Tick until Stop.
 func (p *Pacer) Start(ctx context.Context) {
-	ctx, cancel := context.WithCancel(ctx)
-	p.mu.Lock()
-	p.cancel, p.done = cancel, make(chan struct{})
-	p.mu.Unlock()
-	go func() {
-		defer close(p.done)
-		t := time.NewTicker(p.cfg.Tick)
-		defer t.Stop()
-		for {
-			if err := p.TickOnce(ctx); err != nil && ctx.Err() == nil {
-				p.cfg.Logger.Error("pacer", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	p.loop.Start(ctx, p.cfg.Tick, "pacer", p.cfg.Logger, p.TickOnce)
 }
 
 // Stop stops the pacer and waits for its tick.
-func (p *Pacer) Stop() {
-	p.mu.Lock()
-	cancel, done := p.cancel, p.done
-	p.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-}
+func (p *Pacer) Stop() { p.loop.Stop() }
 
 // TickOnce admits, for every open paced sale this server leads, what the
 // controller and the stock allow since the last tick.

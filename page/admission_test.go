@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/flashsale/flashsale/challenge"
 )
 
@@ -60,10 +62,11 @@ type recorder struct {
 
 	mu    sync.Mutex
 	log   []exchange
-	holds map[string]*held // sku -> the hold on its admission requests
+	holds map[string]*held // a shopper's JWT -> the hold on its admission requests
 }
 
-// held is a hold on a sale's admission requests: they wait until released.
+// held is a hold on a shopper's admission requests: they wait until
+// released.
 type held struct {
 	arrived chan struct{} // closed when the first one waits
 	once    sync.Once
@@ -91,9 +94,8 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(raw))
 		_ = json.Unmarshal(raw, &e.body)
 		e.token = e.body["token"]
-		sku := strings.Split(r.URL.Path, "/")[2]
 		rec.mu.Lock()
-		h := rec.holds[sku]
+		h := rec.holds[strings.TrimPrefix(e.auth, "Bearer ")]
 		rec.mu.Unlock()
 		if h != nil {
 			h.once.Do(func() { close(h.arrived) })
@@ -130,12 +132,12 @@ func (c *capture) Write(b []byte) (int, error) {
 	return c.ResponseWriter.Write(b)
 }
 
-// hold makes the sale's admission requests wait until the returned hold
-// is released.
-func (rec *recorder) hold(sku string) *held {
+// hold makes the admission requests of the shopper with the JWT wait
+// until unhold.
+func (rec *recorder) hold(jwt string) *held {
 	h := &held{arrived: make(chan struct{}), release: make(chan struct{})}
 	rec.mu.Lock()
-	rec.holds[sku] = h
+	rec.holds[jwt] = h
 	rec.mu.Unlock()
 	return h
 }
@@ -152,10 +154,10 @@ func (rec *recorder) waitHeld(h *held, tb *tab) {
 }
 
 // unhold lets the held requests (and any later ones) through.
-func (rec *recorder) unhold(sku string) {
+func (rec *recorder) unhold(jwt string) {
 	rec.mu.Lock()
-	h := rec.holds[sku]
-	delete(rec.holds, sku)
+	h := rec.holds[jwt]
+	delete(rec.holds, jwt)
 	rec.mu.Unlock()
 	if h != nil {
 		close(h.release)
@@ -250,14 +252,14 @@ func TestChallengeWithTheRealServer(t *testing.T) {
 	// Olga's account is two years old. Her admission request waits at the
 	// recorder, so that the page is seen in the challenge state.
 	olgaJWT := s.jwtAged("olga", oldAccount)
-	h := rec.hold("pow")
+	h := rec.hold(olgaJWT)
 	olga := b.open("olga", s.srv.URL+"/sale/pow/#jwt="+olgaJWT)
 	rec.waitHeld(h, olga)
 	olga.waitView("challenge")
 	olga.waitTrue(`(e => e.offsetWidth === e.parentElement.clientWidth)(document.getElementById('pow-progress'))`,
 		"the progress bar to fill")
 	olga.shot("challenge-solved-checking")
-	rec.unhold("pow")
+	rec.unhold(olgaJWT)
 	olga.waitView("admitted")
 	olga.shot("admitted-after-challenge")
 	oldBits := checkSolved(t, "olga", rec.exchanges(olgaJWT))
@@ -313,4 +315,176 @@ func checkSolved(t *testing.T, who string, log []exchange) int {
 		t.Errorf("%s's admission: %d %v", who, a.status, a.answer)
 	}
 	return bits
+}
+
+// TestChallengeFailedThenFresh: the engine answers challenge_failed to a
+// salt already spent (the page reloaded after its admission: the status
+// hands out the same salt for the rest of its minute) and to one that
+// expired while the page solved it. Either way the page goes back to
+// polling, at the pace the waiting room asks and without solving the
+// spent salt again, and is admitted with the next fresh salt.
+func TestChallengeFailedThenFresh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	rec := newRecorder(t)
+	s := newServer(t, rec.wrap)
+	b := newBrowser(t, newScreenshots(t, "pow-retry"))
+	s.createSale("pow", 0, map[string]any{"name": "Proof-of-work sale", "initialStock": 5, "challengeBits": 8})
+
+	jwt := s.jwtAged("olga", oldAccount)
+	olga := b.open("olga", s.srv.URL+"/sale/pow/#jwt="+jwt)
+	olga.waitView("admitted")
+	first := of(rec.exchanges(jwt), "POST", "/admission")
+	if len(first) != 1 || first[0].status != http.StatusOK {
+		t.Fatalf("the first admission: %s", describe(first))
+	}
+	spent := first[0].body["salt"]
+
+	// A reload forgets the admission; the status hands out the spent salt.
+	olga.do(chromedp.Reload())
+	failedAt := 0
+	log := rec.waitFor(jwt, "a failed admission and two polls after it", func(log []exchange) bool {
+		for i, e := range log {
+			if e.method == "POST" && e.code() == "challenge_failed" {
+				failedAt = i
+				return len(of(log[i:], "GET", "/status")) >= 2
+			}
+		}
+		return false
+	})
+	if adm := of(log, "POST", "/admission"); len(adm) != 2 || adm[1].body["salt"] != spent || adm[1].status != http.StatusForbidden {
+		t.Fatalf("after the reload, want one failed request with the spent salt: %s", describe(adm))
+	}
+	polls := of(log[failedAt:], "GET", "/status")
+	for _, p := range polls {
+		if salt, _ := p.challenge(); salt != spent {
+			t.Fatalf("the test's clock stands still, so the status should hand out the spent salt: %s", describe(polls))
+		}
+	}
+	if gap := polls[0].start.Sub(log[failedAt].done); gap < 950*time.Millisecond {
+		t.Errorf("the page polled %v after challenge_failed, want at least a second", gap)
+	}
+	olga.waitView("challenge")
+	olga.shot("challenge-failed-waiting-for-a-fresh-salt")
+
+	// A minute on, the status hands out a fresh salt, which the page solves.
+	// The test holds its admission request, and moves the clock past the
+	// salt's expiry before the engine sees it.
+	h := rec.hold(jwt)
+	s.clock.Advance(time.Minute)
+	rec.waitHeld(h, olga)
+	s.clock.Advance(2 * time.Minute)
+	rec.unhold(jwt)
+	log = rec.waitFor(jwt, "an admission after the expired salt", func(log []exchange) bool {
+		adm := of(log, "POST", "/admission")
+		return len(adm) >= 4 && adm[len(adm)-1].status == http.StatusOK
+	})
+	olga.waitView("admitted")
+	olga.shot("admitted-after-a-failed-challenge")
+	adm := of(log, "POST", "/admission")
+	if len(adm) != 4 || adm[2].code() != "challenge_failed" || adm[2].body["salt"] == spent ||
+		adm[3].body["salt"] == adm[2].body["salt"] || adm[3].body["salt"] == spent {
+		t.Errorf("want the expired salt refused once, then a fresh one admitted: %s", describe(adm))
+	}
+}
+
+// TestAdmissionRefusedByTheRealServer: a page that solved its challenge
+// while the sale changed gets the engine's refusal at POST /admission, and
+// does as the status then says: paused (and admitted after the resume),
+// sold out (holds pending), waiting (held under the automation policy:
+// not_admitted), closed. Each page's admission request is held at the
+// recorder while the test changes the sale.
+func TestAdmissionRefusedByTheRealServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	rec := newRecorder(t)
+	s := newServer(t, rec.wrap)
+	b := newBrowser(t, newScreenshots(t, "pow-refused"))
+
+	// solveTooLate opens the sale's page as user, holds its admission
+	// request while change runs, then lets the engine answer it; it
+	// returns the page and the engine's answer.
+	solveTooLate := func(sku, user string, change func()) (*tab, exchange) {
+		t.Helper()
+		jwt := s.jwtAged(user, oldAccount)
+		h := rec.hold(jwt)
+		tb := b.open(user, s.srv.URL+"/sale/"+sku+"/#jwt="+jwt)
+		rec.waitHeld(h, tb)
+		change()
+		s.clock.Advance(time.Second) // the next snapshot shows the change
+		rec.unhold(jwt)
+		log := rec.waitFor(jwt, "the engine's answer to "+user+"'s admission", func(log []exchange) bool {
+			return len(of(log, "POST", "/admission")) > 0
+		})
+		return tb, of(log, "POST", "/admission")[0]
+	}
+	want := func(a exchange, status int, code string) {
+		t.Helper()
+		if a.status != status || a.code() != code {
+			t.Errorf("the engine answered %d %s, want %d %s", a.status, a.code(), status, code)
+		}
+	}
+
+	// Paused while the page solved: it says so, and carries on after the
+	// resume.
+	s.createSale("paws", 0, map[string]any{"name": "Paused sale", "challengeBits": 8})
+	pia, a := solveTooLate("paws", "pia", func() { s.must(200, "POST", "/admin/sales/paws/pause", "", nil, nil) })
+	want(a, http.StatusServiceUnavailable, "sale_paused")
+	pia.waitView("paused")
+	pia.shot("paused-after-solving")
+	s.must(200, "POST", "/admin/sales/paws/resume", "", nil, nil)
+	s.clock.Advance(time.Second)
+	pia.waitView("admitted")
+
+	// Sold out while the page solved: the last unit is held by a shopper
+	// who took it through the API.
+	s.createSale("last", 0, map[string]any{"name": "Last unit", "initialStock": 1, "challengeBits": 8})
+	sam, a := solveTooLate("last", "sam", func() { s.buyThroughTheChallenge("last", "zoe") })
+	want(a, http.StatusConflict, "sold_out")
+	sam.waitView("sold_out")
+	if !sam.visible("soldout-pending") {
+		t.Error("sold out with a hold pending must say that units may come back")
+	}
+	sam.shot("sold-out-after-solving")
+
+	// Held under the automation policy while the page solved (the account
+	// polled far faster than asked, elsewhere): not_admitted, and the page
+	// shows the place that the status gives.
+	s.createSale("held", 0, map[string]any{"name": "Held sale", "challengeBits": 8})
+	hal, a := solveTooLate("held", "hal", func() {
+		tok := s.ticket("held", "hal")
+		for range 31 { // the room's limit is 30 polls in 10 s
+			s.must(200, "GET", "/sale/held/status?token="+tok, "", nil, nil)
+		}
+	})
+	want(a, http.StatusConflict, "not_admitted")
+	hal.waitView("waiting")
+	hal.shot("waiting-after-not-admitted")
+
+	// Closed while the page solved.
+	s.createSale("shut", 0, map[string]any{"name": "Closing sale", "challengeBits": 8,
+		"closesAt": s.clock.Now().Add(time.Hour).Format(time.RFC3339)})
+	cy, a := solveTooLate("shut", "cy", func() { s.clock.Advance(time.Hour) })
+	want(a, http.StatusConflict, "closed")
+	cy.waitView("closed")
+	cy.shot("closed-after-solving")
+}
+
+// buyThroughTheChallenge reserves a unit for user through the API, solving
+// the challenge in Go.
+func (s *server) buyThroughTheChallenge(sku, user string) {
+	s.t.Helper()
+	tok := s.ticket(sku, user)
+	st := s.must(200, "GET", "/sale/"+sku+"/status?token="+tok, "", nil, nil)
+	c, ok := st["challenge"].(map[string]any)
+	if !ok {
+		s.t.Fatalf("%s's status: %v, want a challenge", user, st)
+	}
+	salt := c["salt"].(string)
+	nonce := challenge.Solve(salt, int(c["difficultyBits"].(float64)))
+	adm := s.must(200, "POST", "/sale/"+sku+"/admission", "", nil, map[string]string{"token": tok, "salt": salt, "nonce": nonce})
+	s.must(201, "POST", "/sale/"+sku+"/reserve", user, map[string]string{
+		"X-Admission-Token": adm["admissionToken"].(string), "Idempotency-Key": user + "-1"}, nil)
 }

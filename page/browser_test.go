@@ -202,6 +202,16 @@ func (tb *tab) waitView(view string) {
 	}
 }
 
+// waitTrue waits, with a deadline, until the expression is true in the page.
+func (tb *tab) waitTrue(js, what string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingInterval(100*time.Millisecond))); err != nil {
+		tb.t.Fatalf("%s's page: waited in vain for %s: %v; it shows %q", tb.name, what, err, tb.view())
+	}
+}
+
 // text is the visible text of the element with the id.
 func (tb *tab) text(id string) string {
 	tb.t.Helper()

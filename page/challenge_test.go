@@ -14,10 +14,12 @@ import (
 	"github.com/flashsale/flashsale/page"
 )
 
-// powStandIn is the server side of the proof of work as the contract
-// describes it (issue 6 builds the real one): the page is tested against
-// the contract's shapes now. Its status answers 503 twice first, so the
-// page's "come back shortly" and its backoff are seen too.
+// powStandIn is a hand-written server side of the proof of work, to the
+// contract's shapes. The page meets the real one in admission_test.go;
+// this stand-in stays for what the engine does not readily give a test:
+// a status route that answers 503 twice before the challenge (so the
+// page's "come back shortly" and its backoff are seen). Its salt is also
+// harder (16 bits) than the real-server tests ask.
 type powStandIn struct {
 	t          *testing.T
 	salt       string

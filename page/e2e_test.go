@@ -31,7 +31,9 @@ type server struct {
 	clock *testenv.Clock
 }
 
-func newServer(t *testing.T) *server {
+// newServer starts a server; wrap, if given, goes around its handler (to
+// watch or hold the page's requests).
+func newServer(t *testing.T, wrap ...func(http.Handler) http.Handler) *server {
 	t.Helper()
 	clock := testenv.NewClock(time.Now().UTC().Truncate(time.Second))
 	eng, err := engine.Open(context.Background(), engine.Config{
@@ -41,7 +43,11 @@ func newServer(t *testing.T) *server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(eng.Handler)
+	h := eng.Handler
+	for _, w := range wrap {
+		h = w(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		srv.Close()
 		eng.Close()
@@ -51,7 +57,14 @@ func newServer(t *testing.T) *server {
 
 func (s *server) jwt(user string) string {
 	s.t.Helper()
-	tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, 720*time.Hour, s.clock.Now(), 24*time.Hour)
+	return s.jwtAged(user, 720*time.Hour)
+}
+
+// jwtAged is a shopper JWT whose account was created age ago (its
+// acct_created claim).
+func (s *server) jwtAged(user string, age time.Duration) string {
+	s.t.Helper()
+	tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, age, s.clock.Now(), 24*time.Hour)
 	if err != nil {
 		s.t.Fatal(err)
 	}

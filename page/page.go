@@ -11,6 +11,7 @@
 //	app.js         the controller: sign-in, polling, reserve, pay
 //	api.js         the contract's routes, answers decided on `code`
 //	timing.js      jittered polling and backoff, never under a second
+//	challenge.js   the proof-of-work step's decisions: answers, spent salts
 //	pow.js         the proof-of-work search
 //	pow-worker.js  runs it off the main thread
 //	sha256.js      SHA-256 (FIPS 180-4), for the proof of work

@@ -10,6 +10,7 @@
 import { Api, reserveAttempt, retrying, transient } from './api.js';
 import { backoffDelay, clock, newKey, pollDelay, roughly } from './timing.js';
 import { expectedTries } from './pow.js';
+import { afterAdmission, SpentSalts } from './challenge.js';
 
 const $ = (id) => document.getElementById(id);
 
@@ -41,6 +42,7 @@ const state = {
   reservation: null, // {id, quantity, deadline}
   deadlines: {}, // countdown element id -> performance.now() deadline
   worker: null, // the proof-of-work worker, while one runs
+  spentSalts: new SpentSalts(), // salts traded or refused: not solved again
   ticketRetried: false,
 };
 
@@ -365,7 +367,15 @@ async function poll() {
       showAdmitted(s.admissionToken, s.expiresIn);
       break;
     case 'challenge':
-      solveChallenge(s.challenge);
+      if (s.challenge && state.spentSalts.has(s.challenge.salt)) {
+        // The room hands out a salt for up to a minute, spent or not:
+        // solving it again would only fail, and failures count against
+        // the shopper. Wait for a fresh one.
+        waitForFreshSalt();
+        again();
+      } else {
+        solveChallenge(s.challenge);
+      }
       break;
     case 'sold_out':
       soldOut(!!s.final);
@@ -473,10 +483,35 @@ function solveChallenge(ch) {
     $('pow-progress').style.width = '100%';
     note('pow-status', `Solved in ${(m.elapsedMs / 1000).toFixed(1)} s. Checking…`);
     const a = await retrying(() => api.admission(state.ticket, ch.salt, m.nonce));
-    if (a.ok) return showAdmitted(a.body.admissionToken, a.body.expiresIn);
-    if (a.code === 'challenge_failed') return poll(); // expired or spent: a new one
-    if (a.code === 'unauthenticated') return signOut('Your sign-in has expired. Please sign in again.');
-    if (transient(a)) return unavailable(a, poll);
+    const pollSoon = () => later(poll, pollDelay(a.retryAfter));
+    switch (afterAdmission(a)) {
+      case 'admitted':
+        state.spentSalts.add(ch.salt);
+        return showAdmitted(a.body.admissionToken, a.body.expiresIn);
+      case 'fresh_salt':
+        state.spentSalts.add(ch.salt);
+        note('pow-status', 'The shop did not take that one (it had run out or been used). Asking for a fresh puzzle…');
+        return pollSoon();
+      case 'paused':
+        show('paused');
+        return pollSoon();
+      case 'sold_out':
+        soldOut(false); // the next poll says whether it is final
+        return pollSoon();
+      case 'closed':
+        stopPolling();
+        return show('closed');
+      case 'not_selected':
+        stopPolling();
+        return show('not_selected');
+      case 'poll':
+        note('pow-status', 'Checking your place again…');
+        return pollSoon();
+      case 'sign_in':
+        return signOut('Your sign-in has expired. Please sign in again.');
+      case 'unavailable':
+        return unavailable(a, poll);
+    }
     return fail(a.message);
   };
   worker.onerror = () => {
@@ -484,6 +519,15 @@ function solveChallenge(ch) {
     fail('This browser could not run the check (Web Workers are needed).');
   };
   worker.postMessage({ salt: ch.salt, difficultyBits: ch.difficultyBits });
+}
+
+/** waitForFreshSalt shows the challenge step waiting for a salt it may solve. */
+function waitForFreshSalt() {
+  if (state.worker) state.worker.terminate();
+  state.worker = null;
+  show('challenge');
+  $('pow-progress').style.width = '0%';
+  note('pow-status', 'That puzzle has been used already (perhaps in another tab). Waiting for a fresh one…');
 }
 
 // ---- reserving -----------------------------------------------------------

@@ -153,6 +153,8 @@ func TestContractErrors(t *testing.T) {
 		check("ship an unknown order", h.do("POST", "/admin/orders/ord_x/ship", map[string]string{"If-Match": "1"}, nil), 404, "not_found")
 		check("wrong method", h.do("PUT", "/sale/shoe/reserve", nil, nil), 405, "method_not_allowed")
 		check("unknown route", h.do("GET", "/nowhere", nil, nil), 404, "not_found")
+		check("a dot segment", h.do("GET", "/reservations/.", map[string]string{"Authorization": alice}, nil), 404, "not_found")
+		check("a doubled slash", h.do("GET", "/sale//shoe", nil, nil), 404, "not_found")
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -182,7 +183,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.cfg.Metrics.Request(route, rec.status, time.Since(start))
 	}()
+	if unclean(r.URL.Path) {
+		// The mux would redirect to the cleaned path with an HTML body; a
+		// path with "." or ".." segments or doubled slashes names no route
+		// of the contract, so it is answered as such, in JSON.
+		writeError(rec, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such route."))
+		return
+	}
 	s.mux.ServeHTTP(rec, r)
+}
+
+// unclean reports whether p is not in the form the mux routes without a
+// redirect: cheap for the common, clean path.
+func unclean(p string) bool {
+	if !strings.Contains(p, "/.") && !strings.Contains(p, "//") {
+		return false
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c != p
 }
 
 // unmatched wraps the catch-all routes, which the mux reaches only when no

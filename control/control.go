@@ -393,8 +393,22 @@ func (s *Service) load(ctx context.Context, sale *flashsale.Sale) error {
 	if totals != (flashsale.SaleTotals{}) {
 		return ErrRebuildRequired
 	}
-	if _, err := s.gate.Load(ctx, sale.ID, int64(sale.InitialStock), sale.Epoch, s.source+" load"); err != nil {
+	loaded, err := s.gate.Load(ctx, sale.ID, int64(sale.InitialStock), sale.Epoch, s.source+" load")
+	if err != nil {
 		return gateUnavailable(err)
+	}
+	if !loaded {
+		// Load leaves alone a counter it finds: one another server loaded
+		// a moment ago, or one the gate keeps but does not trust (its
+		// stock key gone, or written by a Redis master that has since
+		// failed over), which only a rebuild may replace.
+		snap, err := s.gate.Snapshot(ctx, sale.ID)
+		if err != nil {
+			return gateUnavailable(err)
+		}
+		if !snap.Loaded {
+			return ErrRebuildRequired
+		}
 	}
 	return nil
 }

@@ -122,6 +122,16 @@ func NewSharded(cfg ShardedConfig) *ShardedGate {
 // Plain returns the plain gate the shards are sales of.
 func (s *ShardedGate) Plain() *Gate { return s.g }
 
+// StockKey returns the key of the counter of a sale of one shard (see
+// Gate.StockKey); ShardStockKey names each shard's of a sale of several.
+func (s *ShardedGate) StockKey(saleID string) string { return s.g.StockKey(saleID) }
+
+// ShardStockKey returns the key of shard k's counter of a sale of several
+// shards: a plain integer an operator can read with redis-cli GET.
+func (s *ShardedGate) ShardStockKey(saleID string, k int) string {
+	return s.g.StockKey(shardSale(saleID, k))
+}
+
 // shardSale is the plain gate's sale id of shard k.
 func shardSale(saleID string, k int) string { return saleID + ":" + strconv.Itoa(k) }
 

@@ -54,10 +54,15 @@ type ShardState struct {
 	Shard int
 	// Loaded is false for a shard that sells nothing until it is rebuilt
 	// from the record: its counter is missing, being rebuilt, or was
-	// written by a Redis master that has since failed over.
+	// written by a Redis master that has since failed over. It is false
+	// too while the shard does not answer.
 	Loaded bool
-	Paused bool
-	Epoch  int64
+	// Unreachable: the shard's Redis did not answer (its master is down;
+	// once a replica takes over, the shard reads as not loaded). It sells
+	// nothing meanwhile; the other shards are not held up by it.
+	Unreachable bool
+	Paused      bool
+	Epoch       int64
 	// Allotment is the shard's share of the stock: what it was loaded or
 	// rebuilt with, moved by the transfers in and out of it.
 	Allotment int64
@@ -93,7 +98,9 @@ type Consolidation struct {
 	Waiting int64
 	// Moved is units sent to dry shards from the shards with the most.
 	Moved int64
-	// Lost lists the shards that sell nothing until rebuilt from the
-	// record (see ShardState.Loaded) while at least one other is loaded.
+	// Lost lists the shards that answer but sell nothing until rebuilt
+	// from the record (see ShardState.Loaded), while at least one other
+	// is loaded. A shard that does not answer is not listed: it may come
+	// back as it was, or fail over and be lost then.
 	Lost []int
 }

@@ -179,7 +179,7 @@ func (s *ShardedGate) Reserve(ctx context.Context, r flashsale.GateReserve) (fla
 	for round := 0; ; round++ {
 		out, err := s.g.Reserve(ctx, sr)
 		if err != nil {
-			return out, err
+			return s.shardDown(ctx, sale, n, k, out, err)
 		}
 		switch out.Verdict {
 		case flashsale.VerdictWon:
@@ -192,7 +192,7 @@ func (s *ShardedGate) Reserve(ctx context.Context, r flashsale.GateReserve) (fla
 			}
 			moved, left, err := s.pull(ctx, sale, n, k, int64(r.Quantity))
 			if err != nil {
-				return flashsale.GateOutcome{}, err
+				return s.shardDown(ctx, sale, n, k, flashsale.GateOutcome{}, err)
 			}
 			if !moved && left < int64(r.Quantity) {
 				out.Remaining = left
@@ -237,6 +237,37 @@ func (s *ShardedGate) won(ctx context.Context, r flashsale.GateReserve, n, k int
 	return out, nil
 }
 
+// shardDown answers a shopper whose shard did not answer: paused, if
+// another shard answers, since that shard alone cannot sell (its master is
+// down or failing over) and the others need not stop; else the error, and
+// the caller fails the whole sale closed. The other shards are asked with
+// a deadline of their own, as the caller's may be spent by now.
+func (s *ShardedGate) shardDown(ctx context.Context, sale string, n, k int, out flashsale.GateOutcome, cause error) (flashsale.GateOutcome, error) {
+	if _, ok := rueidis.IsRedisErr(cause); ok || flashsale.ErrorCode(cause) != flashsale.CodeUnavailable {
+		return out, cause
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), otherShardsTimeout)
+	defer cancel()
+	reads, err := s.read(ctx, sale, n)
+	if err != nil {
+		return out, cause
+	}
+	paused := flashsale.GateOutcome{Verdict: flashsale.VerdictPaused}
+	for _, rd := range reads {
+		if rd.Loaded {
+			paused.Epoch = max(paused.Epoch, rd.Epoch)
+		}
+	}
+	if paused.Epoch == 0 {
+		return out, cause
+	}
+	return paused, nil
+}
+
+// otherShardsTimeout bounds the look at the other shards when one does
+// not answer.
+const otherShardsTimeout = 250 * time.Millisecond
+
 // notLoaded answers a shopper whose shard is lost: paused while another
 // shard is loaded (the shard is rebuilt meanwhile), not loaded otherwise.
 func (s *ShardedGate) notLoaded(ctx context.Context, sale string, n, k int) (flashsale.GateOutcome, error) {
@@ -266,7 +297,20 @@ func (s *ShardedGate) Lookup(ctx context.Context, saleID, userID, key string) (f
 	if n == 1 {
 		return s.g.Lookup(ctx, saleID, userID, key)
 	}
-	return s.g.Lookup(ctx, shardSale(saleID, flashsale.ShardOf(userID, n)), userID, key)
+	h, found, err := s.g.Lookup(ctx, shardSale(saleID, flashsale.ShardOf(userID, n)), userID, key)
+	if err != nil {
+		// The shopper's shard does not answer. Not found lets the
+		// reserve go on to the shard, where the same key is looked up
+		// again inside the reserve's own script: Reserve answers paused
+		// while the shard is down, and fails the sale only if every
+		// shard is.
+		if out, err := s.shardDown(ctx, saleID, n, flashsale.ShardOf(userID, n), flashsale.GateOutcome{}, err); err == nil &&
+			out.Verdict == flashsale.VerdictPaused {
+			return flashsale.Hold{}, false, nil
+		}
+		return flashsale.Hold{}, false, err
+	}
+	return h, found, nil
 }
 
 // Restock returns a hold's units to the shard that holds them, once, and
@@ -287,11 +331,11 @@ func (s *ShardedGate) Restock(ctx context.Context, saleID, reservationID, source
 	parallel(n, func(k int) {
 		found[k], errs[k] = s.g.client.Do(ctx, s.g.client.B().Hget().Key(s.g.key(shardSale(saleID, k), "held")).
 			Field(reservationID).Build()).ToString()
+		if rueidis.IsRedisNil(errs[k]) {
+			errs[k] = nil
+		}
 	})
 	for k := range n {
-		if errs[k] != nil && !rueidis.IsRedisNil(errs[k]) {
-			return false, fail("restock", errs[k])
-		}
 		if found[k] == "" {
 			continue
 		}
@@ -303,6 +347,10 @@ func (s *ShardedGate) Restock(ctx context.Context, saleID, reservationID, source
 			s.gaveBack(ctx, saleID, n, found[k])
 		}
 		return moved, nil
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The shard that holds it may be the one that did not answer.
+		return false, fail("restock", err)
 	}
 	reads, err := s.read(ctx, saleID, n)
 	if err != nil {

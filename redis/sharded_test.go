@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -766,4 +767,77 @@ func TestShardedSnapshotsBalanceUnderChurn(t *testing.T) {
 		}
 		t.Logf("%d wins, %d transfers, %d snapshots", wins.Load(), transfers, snaps.Load())
 	})
+}
+
+// A shard whose Redis does not answer stops only its own shoppers: they
+// are told to come back, the snapshot counts it unloaded (so the warmer
+// does not fail the sale closed), and it is not taken for lost.
+func TestShardedUnreachableShard(t *testing.T) {
+	f := newShardFixture(t, testenv.Redis, 2, 10)
+	down := testenv.StartRedisServer(t)
+	// A second gate whose shard 1 keys are on a server that is down:
+	// the plain gate routes by client, so a test client that sends
+	// shard 1's keys elsewhere stands in for a dead master.
+	client, prefix := testenv.Redis(t)
+	split := &splitClient{Client: client, other: mustClient(t, down.Addr()), tag: "{" + f.sale + ":1}"}
+	g := NewSharded(ShardedConfig{Config: Config{Client: split, Prefix: prefix},
+		Shards: func(context.Context, string) (int, error) { return 2, nil }})
+	f.g = g
+	if ok, err := g.Load(f.ctx, f.sale, 10, 1, "test"); !ok || err != nil {
+		t.Fatalf("Load = %v, %v", ok, err)
+	}
+	down.Kill()
+	// Callers bound every gate call (purchase: GateTimeout), and rueidis
+	// retries a read-only script on a dead node until the deadline.
+	ctx, cancel := context.WithTimeout(f.ctx, 5*time.Second)
+	defer cancel()
+	f.ctx = ctx
+	f.expect(f.req(f.user(1, 0)), flashsale.VerdictPaused)
+	f.expect(f.req(f.user(0, 0)), flashsale.VerdictWon)
+	lctx, lcancel := context.WithTimeout(f.ctx, time.Second)
+	defer lcancel()
+	if _, found, err := g.Lookup(lctx, f.sale, f.user(1, 0), "k"); found || err != nil {
+		t.Fatalf("Lookup on the shard that is down = %v, %v; want not found, nil", found, err)
+	}
+	s := f.snapshot()
+	if !s.Loaded || s.Unloaded != 1 {
+		t.Fatalf("%+v; want loaded with one shard unloaded", s)
+	}
+	c, err := g.Consolidate(f.ctx, f.sale)
+	if err != nil || len(c.Lost) != 0 {
+		t.Fatalf("Consolidate = %+v, %v; want no shard lost (one is only unreachable)", c, err)
+	}
+	if st := f.states(); !st[1].Unreachable || st[1].Loaded {
+		t.Fatalf("shard 1 %+v; want unreachable", st[1])
+	}
+}
+
+// splitClient sends the commands whose first key carries tag to other.
+type splitClient struct {
+	rueidis.Client
+	other rueidis.Client
+	tag   string
+}
+
+func (c *splitClient) pick(cmd rueidis.Completed) rueidis.Client {
+	for _, a := range cmd.Commands() {
+		if strings.Contains(a, c.tag) {
+			return c.other
+		}
+	}
+	return c.Client
+}
+
+func (c *splitClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	return c.pick(cmd).Do(ctx, cmd)
+}
+
+func mustClient(t *testing.T, addr string) rueidis.Client {
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true,
+		Dialer: net.Dialer{Timeout: 200 * time.Millisecond}, ConnWriteTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
 }

@@ -32,16 +32,28 @@ type debit struct {
 }
 
 // read reads every shard of the sale, each in one step, all at once. The
-// reads are not one atomic step together; cut makes them consistent.
+// reads are not one atomic step together; cut makes them consistent. A
+// shard whose Redis does not answer reads as unreachable (not loaded);
+// read fails only if none answers, or a reply is malformed.
 func (s *ShardedGate) read(ctx context.Context, saleID string, n int) ([]shardRead, error) {
 	reads := make([]shardRead, n)
 	errs := make([]error, n)
+	down := make([]error, n)
+	// A read-only script is retried while its node is down; a shard that
+	// has not answered by then is unreachable, and the others go on.
+	ctx, cancel := context.WithTimeout(ctx, shardReadTimeout)
+	defer cancel()
 	parallel(n, func(k int) {
 		id := shardSale(saleID, k)
 		kk := s.g.keys(id)
 		vals, err := shardStateScript.Exec(ctx, s.g.client, []string{kk.stock, kk.meta, s.g.key(id, "xpend")}, nil).ToArray()
 		if err != nil {
-			errs[k] = fail("read shard", err)
+			if _, ok := rueidis.IsRedisErr(err); ok {
+				errs[k] = fail("read shard", err)
+			} else {
+				down[k] = err
+				reads[k] = shardRead{ShardState: flashsale.ShardState{Shard: k, Unreachable: true}}
+			}
 			return
 		}
 		reads[k], errs[k] = parseShard(k, vals)
@@ -49,7 +61,12 @@ func (s *ShardedGate) read(ctx context.Context, saleID string, n int) ([]shardRe
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return reads, nil
+	for _, err := range down {
+		if err == nil {
+			return reads, nil
+		}
+	}
+	return nil, fail("read shards", errors.Join(down...))
 }
 
 func parseShard(k int, vals []rueidis.RedisMessage) (shardRead, error) {
@@ -91,6 +108,9 @@ func parseShard(k int, vals []rueidis.RedisMessage) (shardRead, error) {
 	return rd, nil
 }
 
+// shardReadTimeout bounds one read of a sale's shards.
+const shardReadTimeout = time.Second
+
 // cutAttempts bounds how often cut reads again because a transfer moved
 // while it read.
 const cutAttempts = 8
@@ -122,6 +142,9 @@ func (s *ShardedGate) cut(ctx context.Context, saleID string, n int) ([]shardRea
 		errs := make([]error, n)
 		vals := make([][]int64, n)
 		parallel(n, func(k int) {
+			if reads[k].Unreachable {
+				return
+			}
 			id := shardSale(saleID, k)
 			args := make([]string, len(to[k]))
 			for i, d := range to[k] {
@@ -130,11 +153,20 @@ func (s *ShardedGate) cut(ctx context.Context, saleID string, n int) ([]shardRea
 			vals[k], errs[k] = xseqScript.Exec(ctx, s.g.client, []string{s.g.key(id, "meta"), s.g.key(id, "xin")}, args).AsIntSlice()
 		})
 		if err := errors.Join(errs...); err != nil {
-			return nil, 0, fail("read shards", err)
+			// A shard that answered the first read did not answer the
+			// second: read again (it will read as unreachable).
+			continue
 		}
 		still := true
 		var inflight int64
 		for k := range n {
+			if reads[k].Unreachable {
+				// Whether it took its credits is unknown: in flight.
+				for _, d := range to[k] {
+					inflight += d.n
+				}
+				continue
+			}
 			if len(vals[k]) != 1+len(to[k]) {
 				return nil, 0, fmt.Errorf("redis gate: shard %d: xseq reply %v", k, vals[k])
 			}
@@ -340,7 +372,8 @@ func (s *ShardedGate) finish(ctx context.Context, saleID string, d debit, inc, s
 	return end, nil
 }
 
-// settle finishes every debit the reads found in flight.
+// settle finishes every debit the reads found in flight. One whose shard
+// does not answer waits for the next pass.
 func (s *ShardedGate) settle(ctx context.Context, saleID string, reads []shardRead) (flashsale.Consolidation, error) {
 	var c flashsale.Consolidation
 	for _, rd := range reads {
@@ -350,7 +383,10 @@ func (s *ShardedGate) settle(ctx context.Context, saleID string, reads []shardRe
 			}
 			end, err := s.finish(ctx, saleID, d, rd.inc, "consolidate")
 			if err != nil {
-				return c, err
+				if _, ok := rueidis.IsRedisErr(err); ok {
+					return c, err
+				}
+				end = waiting
 			}
 			switch end {
 			case landed:
@@ -390,7 +426,7 @@ func (s *ShardedGate) Consolidate(ctx context.Context, saleID string) (flashsale
 		anyLoaded = anyLoaded || rd.Loaded
 	}
 	for _, rd := range reads {
-		if !rd.Loaded && anyLoaded {
+		if !rd.Loaded && !rd.Unreachable && anyLoaded {
 			c.Lost = append(c.Lost, rd.Shard)
 		}
 	}

@@ -187,15 +187,16 @@ redis.call('HINCRBY', KEYS[1], 'xseq', 1)
 return 1
 `
 
-// wipeShardLua begins a shard's rebuild: not loaded and paused from this
-// step on, its transfer ledgers and claims gone (the rebuild recomputes
-// what they stood for from the record and the other shards), and no
-// incarnation until the rebuild sets it again, so that no credit lands
-// before the shard's new allotment is set.
+// wipeShardLua begins a shard's rebuild: paused from this step on (the
+// plain gate's rebuild then takes it out of service while it writes the
+// holds, and records the counter it replaces), its transfer ledgers and
+// claims gone (the rebuild recomputes what they stood for from the record
+// and the other shards), and no incarnation until the rebuild sets it
+// again, so that no unit moves in or out before its new allotment is set.
 //
 //	KEYS: 1 meta, 2 xout, 3 xpend, 4 xin, 5 xpeer, 6 claims
 const wipeShardLua = `
-redis.call('HSET', KEYS[1], 'loaded', 0, 'paused', 1)
+redis.call('HSET', KEYS[1], 'paused', 1)
 redis.call('HDEL', KEYS[1], 'inc')
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('HINCRBY', KEYS[1], 'xseq', 1)

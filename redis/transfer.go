@@ -538,7 +538,8 @@ func (s *ShardedGate) Rebuild(ctx context.Context, saleID string, initial, epoch
 // caller checks the sums, then resumes it (ResumeShards).
 //
 // It returns an error, having wiped the lost shards, if another shard is
-// not loaded too or the lost shards' holds take more than what is theirs.
+// not loaded too (CodeUnavailable: a later call with it among the lost
+// will do) or the lost shards' holds take more than what is theirs.
 func (s *ShardedGate) RebuildShards(ctx context.Context, saleID string, lost []int, initial, epoch int64, holds []flashsale.Hold, source string) error {
 	n, err := s.count(ctx, saleID)
 	if err != nil {
@@ -633,7 +634,10 @@ func (s *ShardedGate) rebuild(ctx context.Context, saleID string, n int, lost []
 				continue
 			}
 			if !rd.Loaded {
-				return fmt.Errorf("redis gate: rebuild shards %v of %s: shard %d is not loaded either; rebuild it with them", lost, saleID, rd.Shard)
+				// Another shard lost meanwhile, or not answering: the
+				// next pass rebuilds it with these, or finds it back.
+				return flashsale.Wrap(fmt.Errorf("redis gate: rebuild shards %v of %s: shard %d is not loaded either; rebuild it with them",
+					lost, saleID, rd.Shard), flashsale.CodeUnavailable, "The sale cannot be rebuilt right now; try again shortly.")
 			}
 			theirs -= rd.Allotment
 		}

@@ -62,11 +62,19 @@ type ShardedGate struct {
 
 	mu  sync.Mutex
 	dry map[string]dryMark
+	// claimCursors is where Consolidate's scan of each home shard's
+	// instrument claims goes on from.
+	claimCursors map[claimCursorKey]uint64
 
 	// afterDebit, when set by a test, runs between a transfer's debit and
 	// its credit; returning true abandons the transfer there, as a
 	// process that died between its two steps would.
 	afterDebit func(transferID string) bool
+}
+
+type claimCursorKey struct {
+	sale  string
+	shard int
 }
 
 // dryMark remembers that a consistent read found no shard of a sale with
@@ -109,7 +117,7 @@ func NewSharded(cfg ShardedConfig) *ShardedGate {
 		panic("redis gate: ShardedConfig.Shards is required")
 	}
 	s := &ShardedGate{g: New(cfg.Config), shards: cfg.Shards, lost: cfg.Lost, dryFor: cfg.DryFor,
-		dry: make(map[string]dryMark)}
+		dry: make(map[string]dryMark), claimCursors: make(map[claimCursorKey]uint64)}
 	if s.dryFor <= 0 {
 		s.dryFor = DefaultDryFor
 	}

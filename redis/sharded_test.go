@@ -841,3 +841,31 @@ func mustClient(t *testing.T, addr string) rueidis.Client {
 	t.Cleanup(c.Close)
 	return c
 }
+
+// A claim whose release was cut off (the hold went back, the claim
+// stayed) blocks the card only until the next consolidation.
+func TestShardedStaleClaimIsDropped(t *testing.T) {
+	f := newShardFixture(t, testenv.Redis, 3, 10)
+	a := f.req(f.user(0, 0))
+	a.Instrument = "card-9"
+	held := f.expect(a, flashsale.VerdictWon).Hold
+	// The plain gate's restock gives the units back without the claim's
+	// release, as a process that died between the two would.
+	if moved, err := f.g.Plain().Restock(f.ctx, shardSale(f.sale, 0), held.ReservationID, "test"); err != nil || !moved {
+		t.Fatalf("Restock = %v, %v", moved, err)
+	}
+	b := f.req(f.user(1, 0))
+	b.Instrument = "card-9"
+	f.expect(b, flashsale.VerdictLimitReached)
+	if _, err := f.g.Consolidate(f.ctx, f.sale); err != nil {
+		t.Fatal(err)
+	}
+	f.expect(f.again(b), flashsale.VerdictWon)
+	f.balanced(f.snapshot(), 10)
+}
+
+// again is r retried: same key and admission, a new reservation id.
+func (f *shardFixture) again(r flashsale.GateReserve) flashsale.GateReserve {
+	r.ReservationID = fmt.Sprintf("res-%d", f.n.Add(1))
+	return r
+}

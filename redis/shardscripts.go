@@ -235,6 +235,16 @@ end
 return 0
 `
 
+// heldLua reports, for each reservation id, whether the shard holds it.
+//
+//	KEYS: 1 held
+//	ARGV: reservation ids
+const heldLua = `
+local out = {}
+for i = 1, #ARGV do out[i] = redis.call('HEXISTS', KEYS[1], ARGV[i]) end
+return out
+`
+
 // claimsAddLua writes claims, for a rebuild.
 //
 //	KEYS: 1 claims
@@ -256,4 +266,5 @@ var (
 	claimScript       = rueidis.NewLuaScript(claimLua)
 	releaseScript     = rueidis.NewLuaScript(releaseLua)
 	claimsAddScript   = rueidis.NewLuaScript(claimsAddLua)
+	heldScript        = rueidis.NewLuaScriptReadOnly(heldLua)
 )

@@ -217,8 +217,9 @@ func (s *ShardedGate) ShardStates(ctx context.Context, saleID string) ([]flashsa
 
 // pull moves units to shard k from the shards with the most, so that k
 // holds at least want. It reports whether it moved any; when it did not,
-// left is the sale's units left as a consistent read found them (within
-// DryFor, as this process last found them).
+// left is the units a shopper could reach, on the shards that sell, as a
+// consistent read found them (within DryFor, as this process last found
+// them): fewer than want means sold out for now.
 func (s *ShardedGate) pull(ctx context.Context, saleID string, n, k int, want int64) (moved bool, left int64, err error) {
 	s.mu.Lock()
 	mark, dry := s.dry[saleID]
@@ -243,7 +244,7 @@ func (s *ShardedGate) pull(ctx context.Context, saleID string, n, k int, want in
 }
 
 func (s *ShardedGate) pullOnce(ctx context.Context, saleID string, n, k int, want int64) (bool, int64, error) {
-	var left int64
+	var avail int64
 	for range 4 {
 		reads, inflight, err := s.cut(ctx, saleID, n)
 		if err != nil {
@@ -257,14 +258,14 @@ func (s *ShardedGate) pullOnce(ctx context.Context, saleID string, n, k int, wan
 		if dst.Counter >= want {
 			return true, dst.Counter, nil
 		}
-		left = inflight
+		// What a shopper of k can reach now: the units of every shard
+		// that sells (a paused, drifting or lost one gives nothing).
+		avail = dst.Counter
 		var donors []shardRead
 		for _, rd := range reads {
-			if rd.Loaded {
-				left += rd.Counter
-			}
 			if rd.Shard != k && rd.Loaded && !rd.Paused && rd.Drift() == 0 && rd.inc == dst.inc && rd.Counter > 0 {
 				donors = append(donors, rd)
+				avail += rd.Counter
 			}
 		}
 		if inflight > 0 {
@@ -277,11 +278,11 @@ func (s *ShardedGate) pullOnce(ctx context.Context, saleID string, n, k int, wan
 				continue
 			}
 		}
-		if len(donors) == 0 {
+		if avail < want {
 			s.mu.Lock()
-			s.dry[saleID] = dryMark{until: time.Now().Add(s.dryFor), left: left}
+			s.dry[saleID] = dryMark{until: time.Now().Add(s.dryFor), left: avail}
 			s.mu.Unlock()
-			return false, left, nil
+			return false, avail, nil
 		}
 		slices.SortFunc(donors, func(a, b shardRead) int { return int(b.Counter - a.Counter) })
 		d := donors[0]
@@ -297,7 +298,7 @@ func (s *ShardedGate) pullOnce(ctx context.Context, saleID string, n, k int, wan
 			return true, 0, nil
 		}
 	}
-	return false, left, nil
+	return false, avail, nil
 }
 
 // transfer moves units from shard from to shard to: the debit, then the
@@ -465,31 +466,54 @@ func (s *ShardedGate) Consolidate(ctx context.Context, saleID string) (flashsale
 	return c, nil
 }
 
+// claimBatch is how many claims of each home shard one pass looks at.
+const claimBatch = 256
+
 // dropStaleClaims drops the instrument claims whose holds are gone from
 // their (loaded) shard: a claim is written after its win, so a hold that
-// is not there has ended, and the claim's release was cut off.
+// is not there has ended, and the claim's release was cut off. Each pass
+// looks at the next claimBatch claims of each home shard (HSCAN), so a
+// sale with many live claims costs each pass a few round trips.
 func (s *ShardedGate) dropStaleClaims(ctx context.Context, saleID string, n int, reads []shardRead) error {
 	for h := range n {
 		if !reads[h].Loaded {
 			continue
 		}
-		claims, err := s.g.client.Do(ctx, s.g.client.B().Hgetall().Key(s.g.key(shardSale(saleID, h), "claims")).Build()).AsStrMap()
+		home := s.g.key(shardSale(saleID, h), "claims")
+		s.mu.Lock()
+		cursor := s.claimCursors[claimCursorKey{saleID, h}]
+		s.mu.Unlock()
+		page, err := s.g.client.Do(ctx, s.g.client.B().Hscan().Key(home).Cursor(cursor).Count(claimBatch).Build()).AsScanEntry()
 		if err != nil {
 			return fail("consolidate", err)
 		}
-		for fp, v := range claims {
-			res, shard, ok := strings.Cut(v, sep)
+		s.mu.Lock()
+		s.claimCursors[claimCursorKey{saleID, h}] = page.Cursor
+		s.mu.Unlock()
+		type claim struct{ fp, res string }
+		byHolder := map[int][]claim{}
+		for i := 0; i+1 < len(page.Elements); i += 2 {
+			res, shard, ok := strings.Cut(page.Elements[i+1], sep)
 			k, err := strconv.Atoi(shard)
 			if !ok || err != nil || k < 0 || k >= n || !reads[k].Loaded {
 				continue
 			}
-			held, err := s.g.client.Do(ctx, s.g.client.B().Hexists().Key(s.g.key(shardSale(saleID, k), "held")).Field(res).Build()).AsBool()
-			if err != nil {
-				return fail("consolidate", err)
+			byHolder[k] = append(byHolder[k], claim{page.Elements[i], res})
+		}
+		for k, claims := range byHolder {
+			ids := make([]string, len(claims))
+			for i, c := range claims {
+				ids[i] = c.res
 			}
-			if !held {
-				err := releaseScript.Exec(ctx, s.g.client, []string{s.g.key(shardSale(saleID, h), "claims")}, []string{fp, res}).Error()
-				if err != nil {
+			held, err := heldScript.Exec(ctx, s.g.client, []string{s.g.key(shardSale(saleID, k), "held")}, ids).AsIntSlice()
+			if err != nil || len(held) != len(ids) {
+				return fail("consolidate", errors.Join(err, fmt.Errorf("%d answers for %d holds", len(held), len(ids))))
+			}
+			for i, c := range claims {
+				if held[i] == 1 {
+					continue
+				}
+				if err := releaseScript.Exec(ctx, s.g.client, []string{home}, []string{c.fp, c.res}).Error(); err != nil {
 					return fail("consolidate", err)
 				}
 			}

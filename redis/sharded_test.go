@@ -869,3 +869,34 @@ func (f *shardFixture) again(r flashsale.GateReserve) flashsale.GateReserve {
 	r.ReservationID = fmt.Sprintf("res-%d", f.n.Add(1))
 	return r
 }
+
+// A failover may empty the layout's slot as well as a shard's: the rebuilt
+// shard takes the kept shards' incarnation, so units still move between
+// them.
+func TestShardedRebuildKeepsIncarnation(t *testing.T) {
+	f := newShardFixture(t, testenv.Redis, 2, 4) // 2 and 2
+	c := f.g.Plain().client
+	keys := []string{f.g.Plain().key(f.sale, "layout")}
+	for _, name := range shardKeyNames {
+		keys = append(keys, f.g.Plain().key(shardSale(f.sale, 1), name))
+	}
+	if err := c.Do(f.ctx, c.B().Del().Key(keys...).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.g.Consolidate(f.ctx, f.sale); err != nil || !slices.Equal(c.Lost, []int{1}) {
+		t.Fatalf("Consolidate = %+v, %v; want shard 1 lost", c, err)
+	}
+	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 4, 2, nil, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.g.ResumeShards(f.ctx, f.sale, []int{1}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// Shard 0's third and fourth shoppers need shard 1's units.
+	for i := range 4 {
+		r := f.req(f.user(0, i))
+		r.Epoch = 2
+		f.expect(r, flashsale.VerdictWon)
+	}
+	f.balanced(f.snapshot(), 4)
+}

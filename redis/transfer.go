@@ -618,8 +618,6 @@ func (s *ShardedGate) rebuild(ctx context.Context, saleID string, n int, lost []
 		if inc, err = s.layout(ctx, saleID, n, initial, newToken()); err != nil {
 			return err
 		}
-	} else if inc, err = s.layout(ctx, saleID, n, initial, ""); err != nil {
-		return err
 	}
 	for _, k := range lost {
 		id := shardSale(saleID, k)
@@ -664,6 +662,13 @@ func (s *ShardedGate) rebuild(ctx context.Context, saleID string, n int, lost []
 					lost, saleID, rd.Shard), flashsale.CodeUnavailable, "The sale cannot be rebuilt right now; try again shortly.")
 			}
 			theirs -= rd.Allotment
+			// The rebuilt shards keep the kept ones' incarnation, so units
+			// go on moving between them; the layout (in a slot of its own,
+			// which a failover may have emptied too) is set back to it.
+			inc = rd.inc
+		}
+		if _, err := s.layout(ctx, saleID, n, initial, inc); err != nil {
+			return err
 		}
 		// A debit of a kept shard to a lost one counts as in flight
 		// above (the lost shard's credits were wiped with its ledger):

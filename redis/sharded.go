@@ -624,7 +624,7 @@ func (s *ShardedGate) Drop(ctx context.Context, saleID string) error {
 			return fail("drop", err)
 		}
 	}
-	if err := s.g.client.Do(ctx, s.g.client.B().Unlink().Key(s.g.key(saleID, "layout"), s.g.key(saleID, "rebuild")).Build()).Error(); err != nil {
+	if err := s.g.client.Do(ctx, s.g.client.B().Unlink().Key(s.g.key(saleID, "layout")).Build()).Error(); err != nil {
 		return fail("drop", err)
 	}
 	return nil

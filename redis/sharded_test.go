@@ -900,3 +900,30 @@ func TestShardedRebuildKeepsIncarnation(t *testing.T) {
 	}
 	f.balanced(f.snapshot(), 4)
 }
+
+// Drop forgets every shard, its ledgers and claims, and the layout; the
+// sale then loads afresh.
+func TestShardedDrop(t *testing.T) {
+	f := newShardFixture(t, testenv.Redis, 3, 6)
+	r := f.req(f.user(0, 0))
+	r.Instrument = "card"
+	f.expect(r, flashsale.VerdictWon)
+	for i := range 3 { // the third pulls
+		f.expect(f.req(f.user(1, i)), flashsale.VerdictWon)
+	}
+	if err := f.g.Drop(f.ctx, f.sale); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.snapshot(); s != (flashsale.GateSnapshot{}) {
+		t.Fatalf("Snapshot after Drop = %+v", s)
+	}
+	c := f.g.Plain().client
+	keys, err := c.Do(f.ctx, c.B().Keys().Pattern(f.g.Plain().prefix+"{"+f.sale+"*").Build()).AsStrSlice()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("keys left after Drop: %v, %v", keys, err)
+	}
+	if ok, err := f.g.Load(f.ctx, f.sale, 6, 1, "test"); !ok || err != nil {
+		t.Fatalf("Load after Drop = %v, %v", ok, err)
+	}
+	f.balanced(f.snapshot(), 6)
+}

@@ -188,6 +188,27 @@ type GateSnapshot struct {
 	// means an unaudited writer, and stays visible after later audited
 	// mutations.
 	AuditedCounter int64
+
+	// The fields below are for a sale whose counter is split over shards
+	// (see ShardOf); for an unsplit counter they are zero. Then Counter,
+	// Won, Restocked and AuditedCounter are sums over the loaded shards,
+	// Counter and AuditedCounter including the units in flight, and
+	// Initial is the sale's initial stock. The sums are read shard by
+	// shard at one consistent point of the transfers between them.
+
+	// Shards is how many shards the counter is split over.
+	Shards int
+	// Unloaded counts shards that sell nothing until rebuilt (see
+	// ShardState.Loaded); their figures are missing from the sums.
+	Unloaded int
+	// InFlight is the units debited from one shard and not yet credited
+	// to another.
+	InFlight int64
+	// ShardDrift is, over the loaded shards, the sum of each one's |Drift|
+	// and |Counter - AuditedCounter|: zero unless something wrote to a
+	// shard's counter behind the gate. Drift alone could hide writes to
+	// two shards that cancel out.
+	ShardDrift int64
 }
 
 // Held is the units the gate holds for live reservations.
@@ -202,13 +223,19 @@ func (s GateSnapshot) Drift() int64 { return s.Counter + s.Held() - s.Initial }
 type AuditEntry struct {
 	Seq int64
 	At  time.Time
-	// Op is load, reserve, restock, rebuild, pause, resume, or whatever a
-	// second writer called itself.
+	// Op is load, reserve, restock, void, rebuild, pause, resume,
+	// transfer-out, transfer-in, transfer-refund, or whatever a second
+	// writer called itself.
 	Op string
 	// Source names the writer: the service, the server and, where there is
 	// one, the operator.
-	Source        string
-	Delta         int64
-	Counter       int64
+	Source  string
+	Delta   int64
+	Counter int64
+	// ReservationID is the hold the mutation took or gave back; for a
+	// transfer between shards, the transfer's id.
 	ReservationID string
+	// Shard is the shard whose counter the entry moved (Counter is that
+	// shard's), for a sale split over shards; 0 otherwise.
+	Shard int
 }

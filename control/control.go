@@ -324,7 +324,11 @@ func (s *Service) Resume(ctx context.Context, sku string) (*flashsale.Sale, erro
 		if err := s.load(ctx, sale); err != nil {
 			return nil, err
 		}
-	case snap.Drift() != 0 || snap.Counter != snap.AuditedCounter:
+	case snap.Unloaded > 0:
+		return nil, &flashsale.Error{Code: ErrRebuildRequired.Code, Message: fmt.Sprintf(
+			"%d of the sale's %d shards lost their counters; rebuild the sale from the record before resuming.",
+			snap.Unloaded, snap.Shards)}
+	case snap.Drift() != 0 || snap.ShardDrift != 0 || snap.Counter != snap.AuditedCounter:
 		// Something wrote to the counter behind the gate; resuming would
 		// sell on a number nobody can vouch for.
 		return nil, &flashsale.Error{Code: ErrRebuildRequired.Code, Message: fmt.Sprintf(
@@ -382,6 +386,78 @@ func (s *Service) Rebuild(ctx context.Context, sku string) (*flashsale.Sale, err
 	return rebuilt, nil
 }
 
+// shardGate is what RebuildShards needs of a gate that splits sales over
+// shards (redis.ShardedGate).
+type shardGate interface {
+	RebuildShards(ctx context.Context, saleID string, shards []int, initial, epoch int64, holds []flashsale.Hold, source string) error
+	ResumeShards(ctx context.Context, saleID string, shards []int, source string) error
+}
+
+// RebuildShards rebuilds the lost shards of an open sale from the record
+// (see redis.ShardedGate.RebuildShards) while its other shards keep
+// selling: a shard whose Redis master failed over may lack decrements its
+// master acknowledged, so its counter is never trusted, only recomputed.
+// It is what the rebalancer calls when it finds a shard lost; the
+// shoppers of that shard are told to come back (503 sale_paused) until it
+// is done.
+//
+// Like Rebuild, it starts a new epoch, which fences every reservation
+// write in flight (those are voided and their shoppers retry), and reads
+// the complete live holds. Unlike Rebuild it needs no pause and resumes
+// the shards by itself, but only once the gate's sums check out: every
+// shard loaded, every unit of the initial stock accounted for, no shard
+// drifting. A rebuild that cannot be done, or does not check out, pauses
+// the whole sale (fail closed) for the operator, whose Rebuild then
+// recomputes every shard. It does nothing to a paused sale.
+func (s *Service) RebuildShards(ctx context.Context, saleID string, lost []int) error {
+	g, ok := s.gate.(shardGate)
+	if !ok {
+		return errors.New("control: the gate does not split sales over shards")
+	}
+	sale, err := s.store.Sale(ctx, saleID)
+	if err != nil {
+		return err
+	}
+	if sale.State == flashsale.SalePaused {
+		return nil
+	}
+	epoch, holds, err := s.store.BeginRebuild(ctx, sale.ID, s.now())
+	if err != nil {
+		return err
+	}
+	source := s.source + " shard rebuild"
+	if err := g.RebuildShards(ctx, sale.ID, lost, int64(sale.InitialStock), epoch, holds, source); err != nil {
+		if flashsale.ErrorCode(err) != flashsale.CodeUnavailable {
+			s.FailClosed(ctx, sale.ID, "lost shards of the stock gate could not be rebuilt from the record")
+		}
+		return fmt.Errorf("control: rebuild shards %v of %s: %w", lost, sale.SKU, err)
+	}
+	rebuilt, err := s.store.Sale(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
+	s.catalog.Put(rebuilt)
+	snap, err := s.gate.Snapshot(ctx, sale.ID)
+	if err != nil {
+		return gateUnavailable(err)
+	}
+	if snap.Unloaded != 0 || snap.Drift() != 0 || snap.ShardDrift != 0 || snap.Counter != snap.AuditedCounter ||
+		snap.Initial != int64(sale.InitialStock) {
+		s.FailClosed(ctx, sale.ID, "shards rebuilt from the record do not add up to the sale's stock")
+		return fmt.Errorf("control: shards %v of %s rebuilt, but the gate reads %+v", lost, sale.SKU, snap)
+	}
+	if rebuilt.State == flashsale.SalePaused {
+		// Paused meanwhile: the operator's resume lifts every shard.
+		return nil
+	}
+	if err := g.ResumeShards(ctx, sale.ID, lost, source); err != nil {
+		return gateUnavailable(err)
+	}
+	s.logger.Warn("lost shards rebuilt from the record; the sale kept selling on the others", "sku", sale.SKU,
+		"sale", sale.ID, "shards", lost, "epoch", epoch, "holds", len(holds), "counter", snap.Counter, "inFlight", snap.InFlight)
+	return nil
+}
+
 // load puts the sale's counter into the gate, but only where that cannot
 // forget a hold: when the record has no reservation of the sale at all. A
 // gate that lost the counter of a sale that has taken holds must be rebuilt
@@ -394,8 +470,22 @@ func (s *Service) load(ctx context.Context, sale *flashsale.Sale) error {
 	if totals != (flashsale.SaleTotals{}) {
 		return ErrRebuildRequired
 	}
-	if _, err := s.gate.Load(ctx, sale.ID, int64(sale.InitialStock), sale.Epoch, s.source+" load"); err != nil {
+	loaded, err := s.gate.Load(ctx, sale.ID, int64(sale.InitialStock), sale.Epoch, s.source+" load")
+	if err != nil {
 		return gateUnavailable(err)
+	}
+	if !loaded {
+		// Load leaves alone a counter it finds: one another server loaded
+		// a moment ago, or one the gate keeps but does not trust (its
+		// stock key gone, or written by a Redis master that has since
+		// failed over), which only a rebuild may replace.
+		snap, err := s.gate.Snapshot(ctx, sale.ID)
+		if err != nil {
+			return gateUnavailable(err)
+		}
+		if !snap.Loaded {
+			return ErrRebuildRequired
+		}
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/flashsale/flashsale/page"
 	"github.com/flashsale/flashsale/postgres"
 	"github.com/flashsale/flashsale/purchase"
+	"github.com/flashsale/flashsale/rebalance"
 	fsredis "github.com/flashsale/flashsale/redis"
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/flashsale/flashsale/sweeper"
@@ -51,7 +52,8 @@ type Config struct {
 	DataDir string
 	// RedisURL, when set, puts the gate and the queue in Redis:
 	// redis://host:port/db, or redis://host:port?addr=host:port&addr=...
-	// for a Redis Cluster.
+	// for a Redis Cluster. A sale's shards (Sale.Shards) split its
+	// counter only in Redis; the in-process gate keeps one counter.
 	RedisURL string
 	// RedisPrefix prefixes every Redis key (default "fs:").
 	RedisPrefix string
@@ -78,6 +80,7 @@ type Config struct {
 	// Intervals of the background services (zero: their defaults).
 	SweepInterval     time.Duration
 	InvariantInterval time.Duration
+	RebalanceInterval time.Duration
 	WarmInterval      time.Duration
 	WarmLead          time.Duration
 	OrphanGrace       time.Duration
@@ -155,8 +158,11 @@ type Engine struct {
 	Sweeper  *sweeper.Sweeper
 	Watcher  *invariant.Watcher
 	Warmer   *control.Warmer
-	Pacer    *waitroom.Pacer
-	Drawer   *waitroom.Drawer
+	// Rebalancer looks after sales split over shards: nil with the
+	// in-process gate.
+	Rebalancer *rebalance.Rebalancer
+	Pacer      *waitroom.Pacer
+	Drawer     *waitroom.Drawer
 	// Snapshots is the origin's snapshot builder; Edge the edge's fetcher.
 	Snapshots *waitroom.OriginSnapshots
 	Edge      *waitroom.EdgeSnapshots
@@ -171,6 +177,8 @@ type Engine struct {
 	DevelopmentKey bool
 
 	limiter purchase.Limiter
+	// sharded is the Redis gate, which splits sales over shards.
+	sharded *fsredis.ShardedGate
 
 	closers []func() error
 	// relayStore is the record as the relay uses it: for PostgreSQL, a
@@ -258,6 +266,10 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
 	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Store, Sales: e.Catalog,
 		Pause: e.Control.FailClosed, Now: cfg.Now, Interval: cfg.InvariantInterval, Logger: logger, Metrics: e.Metrics})
+	if e.sharded != nil {
+		e.Rebalancer = rebalance.New(rebalance.Config{Gate: e.sharded, Sales: e.Catalog,
+			RebuildShards: e.Control.RebuildShards, Interval: cfg.RebalanceInterval, Logger: logger})
+	}
 	if err := e.openRelay(ctx); err != nil {
 		return nil, err
 	}
@@ -449,7 +461,24 @@ func (e *Engine) openGate(ctx context.Context) error {
 		return err
 	}
 	e.closers = append(e.closers, func() error { client.Close(); return nil })
-	e.Gate = fsredis.New(fsredis.Config{Client: client, Prefix: cfg.RedisPrefix, Now: cfg.Now})
+	// A sale's shards never change, so the gate asks the record once per
+	// sale; a sale of one shard is the plain gate's.
+	e.sharded = fsredis.NewSharded(fsredis.ShardedConfig{
+		Config: fsredis.Config{Client: client, Prefix: cfg.RedisPrefix, Now: cfg.Now},
+		Shards: func(ctx context.Context, saleID string) (int, error) {
+			sale, err := e.Store.Sale(ctx, saleID)
+			if err != nil {
+				return 0, err
+			}
+			return sale.Shards, nil
+		},
+		Lost: func(string, int) {
+			if e.Rebalancer != nil {
+				e.Rebalancer.Notify()
+			}
+		},
+	})
+	e.Gate = e.sharded
 	e.Queue = fsredis.NewQueue(client, cfg.RedisPrefix)
 	if burst > 0 {
 		b := fsredis.Budget{Every: every, Burst: burst}
@@ -478,7 +507,7 @@ func OpenRedis(ctx context.Context, url string) (rueidis.Client, error) {
 
 // Start runs the background services until Stop or ctx ends: at an edge
 // the snapshot fetcher; at the origin the warmer, the drawer, the pacer,
-// the sweeper and the invariant watcher.
+// the sweeper, the invariant watcher and (on Redis) the rebalancer.
 func (e *Engine) Start(ctx context.Context) {
 	if e.Edge != nil {
 		e.Edge.Start(ctx)
@@ -489,6 +518,9 @@ func (e *Engine) Start(ctx context.Context) {
 	e.Pacer.Start(ctx)
 	e.Sweeper.Start(ctx)
 	e.Watcher.Start(ctx)
+	if e.Rebalancer != nil {
+		e.Rebalancer.Start(ctx)
+	}
 	if e.Relay != nil {
 		e.Relay.Start(ctx)
 	}
@@ -502,6 +534,9 @@ func (e *Engine) Stop() {
 	}
 	if e.Relay != nil {
 		e.Relay.Stop()
+	}
+	if e.Rebalancer != nil {
+		e.Rebalancer.Stop()
 	}
 	e.Watcher.Stop()
 	e.Sweeper.Stop()

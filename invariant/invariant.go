@@ -26,6 +26,18 @@
 //
 // The naive difference is still computed and published for operators; in a
 // healthy sale it is zero or slightly negative (holds in flight).
+//
+// A sale whose counter is split over shards (flashsale.ShardOf) is checked
+// the same way on the gate's sums, read at one consistent point of the
+// transfers between shards, with units in flight counted in the counter:
+//
+//	sum of shard counters + units in flight + confirmed + pending == initial
+//
+// plus, since a sum could hide writes to two shards that cancel out, every
+// shard's own counter + held == allotment (the snapshot's ShardDrift). A
+// sale with a lost shard (failed over, being rebuilt) is not judged until
+// the shard is back: that shard sells nothing meanwhile, and the others'
+// bookkeeping is still checked by every reserve's own script.
 package invariant
 
 import (
@@ -164,7 +176,7 @@ func (w *Watcher) Check(ctx context.Context, sale *flashsale.Sale) (Result, erro
 	}
 	res.Difference = second.Counter + live - res.Initial
 	judged := second.Loaded && first.Loaded && !second.Paused && first.Epoch == second.Epoch &&
-		sale.State != flashsale.SalePaused
+		sale.State != flashsale.SalePaused && first.Unloaded == 0 && second.Unloaded == 0
 	if judged {
 		res.Reason = verdict(first, second, live)
 		res.OK = res.Reason == ""
@@ -192,9 +204,17 @@ func (w *Watcher) Check(ctx context.Context, sale *flashsale.Sale) (Result, erro
 
 // verdict returns why the invariant fails, or "".
 func verdict(first, second flashsale.GateSnapshot, live int64) string {
+	if second.ShardDrift != 0 {
+		return fmt.Sprintf("the counters of the shards disagree with their own bookkeeping by %d units in all: something wrote to them outside the reserve and restock path",
+			second.ShardDrift)
+	}
 	if second.Counter != second.AuditedCounter {
 		return fmt.Sprintf("the counter is %d but the audited changes leave it at %d: an unaudited writer changed it",
 			second.Counter, second.AuditedCounter)
+	}
+	if d := second.Drift(); d != 0 && second.Shards > 1 {
+		return fmt.Sprintf("the shards' allotments and the units in flight between them come to %d, not the initial %d: a transfer created or lost %+d units",
+			second.Initial+d, second.Initial, d)
 	}
 	if d := second.Drift(); d != 0 {
 		return fmt.Sprintf("counter + held = %d, not the initial %d: the counter was changed outside the reserve and restock path by %+d",
@@ -217,7 +237,8 @@ func (w *Watcher) lastWriter(ctx context.Context, saleID string) string {
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		switch e.Op {
-		case "reserve", "restock", "void", "pause", "resume", "load", "rebuild":
+		case "reserve", "restock", "void", "pause", "resume", "load", "rebuild",
+			"transfer-out", "transfer-in", "transfer-refund":
 			continue
 		}
 		return fmt.Sprintf("%q (%s %+d at %s)", e.Source, e.Op, e.Delta, e.At.UTC().Format(time.RFC3339))

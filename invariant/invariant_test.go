@@ -61,6 +61,8 @@ func setup(t *testing.T, stock int64) (*memory.Gate, *record, *pauses, *Watcher,
 // snapshot passes.
 func TestVerdict(t *testing.T) {
 	healthy := flashsale.GateSnapshot{Loaded: true, Initial: 10, Counter: 7, Won: 5, Restocked: 2, AuditedCounter: 7}
+	sharded := flashsale.GateSnapshot{Loaded: true, Initial: 10, Counter: 7, Won: 5, Restocked: 2, AuditedCounter: 7,
+		Shards: 3, InFlight: 2}
 	cases := []struct {
 		name          string
 		first, second flashsale.GateSnapshot
@@ -77,6 +79,14 @@ func TestVerdict(t *testing.T) {
 			s.Counter, s.AuditedCounter, s.Restocked = 8, 8, 3
 			return s
 		}(), 3, ""},
+		// Split over shards: sums, with units in flight in the counter.
+		{"shards, units in flight", sharded, sharded, 3, ""},
+		{"shards, writes that cancel out", sharded, func() flashsale.GateSnapshot { s := sharded; s.ShardDrift = 4; return s }(), 3, "shards disagree"},
+		{"shards, a transfer created units", sharded, func() flashsale.GateSnapshot {
+			s := sharded
+			s.Counter, s.AuditedCounter = 8, 8
+			return s
+		}(), 3, "transfer created or lost +1"},
 	}
 	for _, c := range cases {
 		got := verdict(c.first, c.second, c.live)
@@ -195,5 +205,34 @@ func TestNoFalsePauseUnderInterleaving(t *testing.T) {
 	res, err := w.Check(ctx, sale)
 	if err != nil || res.OK || !strings.Contains(res.Reason, "forgot holds") || len(p.reasons) != 1 {
 		t.Fatalf("a forgotten hold: %+v %v %v", res, err, p.reasons)
+	}
+}
+
+// shardedGate serves snapshots the test sets, as a sharded gate's would
+// read.
+type shardedGate struct {
+	*memory.Gate
+	snap flashsale.GateSnapshot
+}
+
+func (g *shardedGate) Snapshot(context.Context, string) (flashsale.GateSnapshot, error) {
+	return g.snap, nil
+}
+
+// TestLostShardIsNotJudged: while a shard is lost its figures are missing
+// from the sums, which would read as a shortfall; the sale is judged
+// again once the shard is rebuilt.
+func TestLostShardIsNotJudged(t *testing.T) {
+	_, rec, p, _, sale := setup(t, 10)
+	g := &shardedGate{Gate: memory.New(memory.Config{}),
+		snap: flashsale.GateSnapshot{Loaded: true, Initial: 10, Counter: 4, Won: 3, AuditedCounter: 4, Shards: 3, Unloaded: 1}}
+	w := New(Config{Gate: g, Store: rec, Pause: p.pause, Now: func() time.Time { return now }})
+	rec.add(3, 0)
+	if res, err := w.Check(context.Background(), sale); err != nil || !res.OK {
+		t.Fatalf("with a shard lost: %+v, %v; want not judged", res, err)
+	}
+	g.snap.Unloaded, g.snap.ShardDrift = 0, 1
+	if res, err := w.Check(context.Background(), sale); err != nil || res.OK || len(p.reasons) != 1 {
+		t.Fatalf("with every shard back and one drifting: %+v, %v, pauses %q", res, err, p.reasons)
 	}
 }

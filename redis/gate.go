@@ -354,8 +354,10 @@ func (g *Gate) giveBack(ctx context.Context, saleID, reservationID, op, source, 
 
 // Load sets up the sale's counter with initial units at epoch unless it is
 // loaded or being rebuilt, and reports whether it did. A pause set before
-// the load stays. A sale whose meta says loaded but whose stock key is gone
-// is not reloaded: only a rebuild from the record can say what it holds.
+// the load stays. A sale whose meta says loaded but whose stock key is gone,
+// or whose counter was written by another Redis Cluster master than the one
+// serving it now (a failover), is not reloaded: only a rebuild from the
+// record can say what it holds.
 func (g *Gate) Load(ctx context.Context, saleID string, initial, epoch int64, source string) (bool, error) {
 	if saleID == "" || initial < 0 {
 		return false, fmt.Errorf("redis gate: load %q with %d units: need a sale id and initial >= 0", saleID, initial)

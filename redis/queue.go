@@ -81,7 +81,14 @@ func (q *Queue) Join(ctx context.Context, saleID, userID string, now time.Time) 
 		[]string{q.key(saleID, "places"), q.key(saleID, "seq")},
 		[]string{userID, strconv.FormatInt(now.UnixMilli(), 10)}).ToString()
 	if err != nil {
-		return 0, time.Time{}, fmt.Errorf("redis queue join: %w", err)
+		err = fmt.Errorf("redis queue join: %w", err)
+		if _, ok := rueidis.IsRedisErr(err); !ok {
+			// Redis did not answer (a master failing over): the shopper
+			// comes back for a place, which is theirs for good once given.
+			return 0, time.Time{}, &flashsale.Error{Code: flashsale.CodeUnavailable,
+				Message: "The waiting room cannot give places right now; come back shortly.", RetryAfter: time.Second, Err: err}
+		}
+		return 0, time.Time{}, err
 	}
 	posText, arrText, ok := strings.Cut(s, ":")
 	pos, err1 := strconv.ParseInt(posText, 10, 64)

@@ -13,6 +13,20 @@ import "github.com/redis/rueidis"
 //
 // Values the scripts compare as strings (the epoch) are always written from
 // ARGV, never from a Lua number, so "7" stays "7".
+//
+// Failover. Redis replicates asynchronously, so a replica promoted after
+// its master died may lack writes the master acknowledged: a lost decrement
+// is a unit sold twice. On Redis Cluster, Load and Rebuild record in meta
+// the node id (CLUSTER MYID) of the master that wrote the counter, and
+// every script that reads or moves it first compares that id with its own
+// server's: a counter served by another node (a promoted replica, or a
+// slot migrated elsewhere) is treated as not loaded, so the sale fails
+// closed until a rebuild from the record, which records the new node. On
+// one server CLUSTER MYID fails, no node is recorded and nothing is
+// compared. A master restarted from its own persistence files keeps its
+// node id, so run the gate's Redis without persistence (a restart then
+// loses the counter, which is caught as not loaded) or with appendfsync
+// always.
 
 // verdict codes the reserve script returns: flashsale.Verdict values, plus
 // two that Go finishes.
@@ -32,8 +46,8 @@ const (
 // It returns {code, remaining, epoch[, stored hold]}.
 const reserveLua = `
 local stock = redis.call('GET', KEYS[1])
-local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked')
-if not stock or meta[1] ~= '1' then return {4, 0, '0'} end
+local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
+if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID')) then return {4, 0, '0'} end
 local left = tonumber(stock)
 local epoch = meta[3]
 local prev = redis.call('HGET', KEYS[6], ARGV[8])
@@ -44,7 +58,12 @@ if meta[2] == '1' then return {5, left, epoch} end
 if left + tonumber(meta[5] or '0') - tonumber(meta[6] or '0') ~= tonumber(meta[4] or '0') then
   return {5, left, epoch}
 end
-if epoch ~= ARGV[7] then return {6, left, epoch} end
+if epoch ~= ARGV[7] then
+  -- A shard rebuilt on its own advances the epoch of the others but keeps
+  -- their spent admissions, so they still take admissions from minadm on.
+  local a = tonumber(ARGV[7])
+  if not meta[8] or a < tonumber(meta[8]) or a > tonumber(epoch) then return {6, left, epoch} end
+end
 if ARGV[5] ~= '' then
   local exp = redis.call('ZSCORE', KEYS[7], ARGV[5])
   if exp and tonumber(exp) > tonumber(ARGV[10]) then return {7, left, epoch} end
@@ -85,9 +104,11 @@ return {1, left, epoch}
 //	      6 idem field to forget ('' to keep keys), 7 admission id to
 //	      un-spend ('' for none)
 //
-// It returns -1 if the sale is not loaded, 1 if units moved, else 0.
+// It returns -1 if the sale is not loaded (or its counter is served by
+// another node than the one that wrote it), 1 if units moved, else 0.
 const giveBackLua = `
-if not redis.call('GET', KEYS[1]) or redis.call('HGET', KEYS[2], 'loaded') ~= '1' then return -1 end
+local m = redis.call('HMGET', KEYS[2], 'loaded', 'node')
+if not redis.call('GET', KEYS[1]) or m[1] ~= '1' or (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -1 end
 local moved = 0
 local enc = redis.call('HGET', KEYS[3], ARGV[1])
 if enc then
@@ -125,6 +146,13 @@ if known and ARGV[7] ~= '' then redis.call('ZREM', KEYS[8], ARGV[7]) end
 return moved
 `
 
+// recordNodeLua records in meta (KEYS[2]) the node id of the Redis Cluster
+// master running the script, or no node on one server.
+const recordNodeLua = `
+local me = redis.pcall('CLUSTER', 'MYID')
+if type(me) == 'string' then redis.call('HSET', KEYS[2], 'node', me) else redis.call('HDEL', KEYS[2], 'node') end
+`
+
 // loadLua loads a sale unless it is loaded or being rebuilt. A meta
 // that says loaded while the stock key is gone is a damaged gate: it is
 // left for a rebuild, never reloaded to the full initial stock.
@@ -138,6 +166,8 @@ redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], 'initial', ARGV[1], 'epoch', ARGV[2], 'won', 0, 'restocked', 0,
   'audited', ARGV[1], 'loaded', 1)
+redis.call('HDEL', KEYS[2], 'minadm')
+` + recordNodeLua + `
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[5], '*', 'op', 'load', 'source', ARGV[3],
   'delta', ARGV[1], 'counter', ARGV[1], 'res', '', 'at', ARGV[4], 'seq', seq)
@@ -192,7 +222,8 @@ local old = tonumber(redis.call('HGET', KEYS[2], 'rbold'))
 redis.call('SET', KEYS[1], ARGV[5])
 redis.call('HSET', KEYS[2], 'initial', ARGV[2], 'epoch', ARGV[3], 'won', ARGV[4], 'restocked', 0,
   'audited', ARGV[5], 'loaded', 1, 'paused', 1)
-redis.call('HDEL', KEYS[2], 'rebuilding', 'rbold')
+redis.call('HDEL', KEYS[2], 'rebuilding', 'rbold', 'minadm')
+` + recordNodeLua + `
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[8], '*', 'op', 'rebuild', 'source', ARGV[6],
   'delta', tonumber(ARGV[5]) - old, 'counter', ARGV[5], 'res', '', 'at', ARGV[7], 'seq', seq)
@@ -200,24 +231,27 @@ return 1
 `
 
 // snapshotLua reads the counter and its bookkeeping in one step. It
-// returns an empty array when the sale is not loaded, else
+// returns an empty array when the sale is not loaded (or its counter is
+// served by another node than the one that wrote it), else
 // {counter, paused, epoch, initial, won, restocked, audited}.
 //
 //	KEYS: 1 stock, 2 meta
 const snapshotLua = `
 local stock = redis.call('GET', KEYS[1])
-local m = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'audited')
-if not stock or m[1] ~= '1' then return {} end
+local m = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'audited', 'node')
+if not stock or m[1] ~= '1' or (m[8] and m[8] ~= redis.pcall('CLUSTER', 'MYID')) then return {} end
 return {stock, m[2] or '0', m[3] or '0', m[4] or '0', m[5] or '0', m[6] or '0', m[7] or '0'}
 `
 
 // lookupLua returns the hold under an idempotency key, or nil when the
-// key is unknown or the sale not loaded.
+// key is unknown or the sale not loaded (or its counter is served by
+// another node than the one that wrote it).
 //
 //	KEYS: 1 stock, 2 meta, 3 idem
 //	ARGV: 1 idem field
 const lookupLua = `
-if not redis.call('GET', KEYS[1]) or redis.call('HGET', KEYS[2], 'loaded') ~= '1' then return false end
+local m = redis.call('HMGET', KEYS[2], 'loaded', 'node')
+if not redis.call('GET', KEYS[1]) or m[1] ~= '1' or (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return false end
 return redis.call('HGET', KEYS[3], ARGV[1])
 `
 

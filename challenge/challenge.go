@@ -35,9 +35,11 @@ type Challenge struct {
 	Expires        time.Time
 }
 
-// Spender marks a salt used, once (waitroom.Queue does).
+// Spender marks a salt used, once, and tells whether it was (waitroom.Queue
+// does).
 type Spender interface {
 	Spend(ctx context.Context, saleID, id string, ttl time.Duration) (bool, error)
+	Spent(ctx context.Context, saleID, id string) (bool, error)
 }
 
 // Issuer issues and checks challenges. Safe for concurrent use.
@@ -101,6 +103,14 @@ func (i *Issuer) Verify(ctx context.Context, saleID, userID, salt, nonce string,
 		return fmtFailed("this salt was already used")
 	}
 	return nil
+}
+
+// Solved reports whether the challenge's salt was already solved and spent
+// (by its shopper: a salt is bound to one). The waiting room then asks for
+// no new proof of work in the salt's window, instead of handing the
+// shopper a salt it can never be accepted for again.
+func (i *Issuer) Solved(ctx context.Context, saleID string, c Challenge) (bool, error) {
+	return i.spent.Spent(ctx, saleID, "pow:"+c.Salt)
 }
 
 type failed string

@@ -136,6 +136,12 @@ func TestChallengeAtAdmission(t *testing.T) {
 		if again := post(nonce); again.status != 403 || again.code() != "challenge_failed" {
 			t.Fatalf("the salt a second time: %d %s", again.status, again.body)
 		}
+		// Back at its place after solving (say its reserve found the units
+		// gone and some came back), the shopper is admitted, not handed
+		// the salt it already spent.
+		if st := h.status("pow", tok); st["state"] != "admitted" || st["admissionToken"] == "" {
+			t.Fatalf("status after solving: %v", st)
+		}
 		if res := h.reserve("pow", "alice", r.json(t)["admissionToken"].(string), "k", nil); res.status != 201 {
 			t.Fatalf("reserve with the earned admission: %d %s", res.status, res.body)
 		}

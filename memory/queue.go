@@ -202,6 +202,15 @@ func (q *Queue) Spend(_ context.Context, saleID, id string, ttl time.Duration) (
 	return true, nil
 }
 
+// Spent reports whether id is marked spent.
+func (q *Queue) Spent(_ context.Context, saleID, id string) (bool, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	_, ok := sq.spent[id]
+	return ok, nil
+}
+
 // Flag holds a shopper suspected of automation, keeping the first reason.
 func (q *Queue) Flag(_ context.Context, saleID, userID, reason string) error {
 	sq := q.sale(saleID)

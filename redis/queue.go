@@ -219,6 +219,12 @@ func (q *Queue) Spend(ctx context.Context, saleID, id string, ttl time.Duration)
 	return err == nil, err
 }
 
+// Spent reports whether id is marked spent.
+func (q *Queue) Spent(ctx context.Context, saleID, id string) (bool, error) {
+	n, err := q.client.Do(ctx, q.client.B().Exists().Key(q.key(saleID, "spent:"+id)).Build()).AsInt64()
+	return n > 0, err
+}
+
 // Flag holds a shopper suspected of automation, keeping the first reason.
 func (q *Queue) Flag(ctx context.Context, saleID, userID, reason string) error {
 	return q.client.Do(ctx, q.client.B().Hsetnx().Key(q.key(saleID, "suspects")).Field(userID).Value(reason).Build()).Error()

@@ -145,3 +145,34 @@ func TestRoomRemembersPlaces(t *testing.T) {
 		t.Fatalf("with no memory, %d joins for 3 asks, want 3", n)
 	}
 }
+
+// TestSoldOutPollingByOdds: while sold out is not final, a shopper whose
+// place the returning holds could reach is asked back each second, one far
+// behind them every ten seconds; once final, no one is asked back.
+func TestSoldOutPollingByOdds(t *testing.T) {
+	ctx := context.Background()
+	room, _, keys := placesRig(t, 0)
+	snap := room.cfg.Snapshots.(fixedSnapshots)["fifo"]
+	snap.Counter, snap.Pending, snap.AdmittedUpTo = 0, 3, 10
+	poll := func(position int64) Status {
+		t.Helper()
+		tok := keys.SignTicket(token.Ticket{UserID: fmt.Sprint("u", position), SaleID: "sale_fifo", Arrival: opens, Position: position})
+		st, err := room.Status(ctx, "fifo", tok)
+		if err != nil || st.State != StateSoldOut {
+			t.Fatalf("position %d: %+v %v", position, st, err)
+		}
+		return st
+	}
+	for _, c := range []struct {
+		position int64
+		want     time.Duration
+	}{{5, time.Second}, {16, time.Second}, {17, farBehind}, {5000, farBehind}} {
+		if st := poll(c.position); st.Final || st.RetryAfter != c.want {
+			t.Errorf("position %d (3 units held, admitted up to 10): final %v, retry after %v; want %v", c.position, st.Final, st.RetryAfter, c.want)
+		}
+	}
+	snap.Pending = 0
+	if st := poll(5000); !st.Final || st.RetryAfter != 0 {
+		t.Errorf("final sold out: %+v", st)
+	}
+}

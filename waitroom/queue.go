@@ -45,6 +45,8 @@ type Queue interface {
 	// Spend marks id (a proof-of-work salt) used for ttl and reports
 	// whether this call did: an id is spent at most once while marked.
 	Spend(ctx context.Context, saleID, id string, ttl time.Duration) (bool, error)
+	// Spent reports whether id is marked spent, writing nothing.
+	Spent(ctx context.Context, saleID, id string) (bool, error)
 
 	// Flag holds a shopper suspected of automation (see the published
 	// policy), with the first reason given; Suspects lists the held.

@@ -360,7 +360,7 @@ func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, err
 		return Status{}, ErrInvalidTicket
 	}
 	now := r.cfg.Now()
-	if r.polls.Add(snap.Sale.ID+"\x1f"+t.UserID, now) > r.cfg.PollLimit {
+	if r.polls.Add(snap.Sale.ID, t.UserID, now) > r.cfg.PollLimit {
 		r.flag(ctx, snap.Sale.ID, t.UserID, "polled faster than the waiting room asks")
 	}
 	st, _, err := r.status(ctx, snap, t, now)
@@ -408,8 +408,14 @@ func (r *Room) status(ctx context.Context, snap *Snapshot, t token.Ticket, now t
 		st.State, st.Final = StateSoldOut, snap.Pending <= 0
 		if !st.Final {
 			// Holds may come back: a shopper who keeps polling keeps the
-			// place.
+			// place. Those whose place the returning holds could reach
+			// are asked back each second; those far behind them, whose
+			// odds are poor, less often, so that a crowd told "sold out,
+			// for now" does not poll the origin every second.
 			st.RetryAfter = time.Second
+			if ahead, _ := r.ahead(snap, t.Position, now); ahead > 2*snap.Pending {
+				st.RetryAfter = farBehind
+			}
 		}
 		return st, false, nil
 	}
@@ -434,8 +440,13 @@ func (r *Room) status(ctx context.Context, snap *Snapshot, t token.Ticket, now t
 	}
 	if bits := r.difficulty(snap, t, now); bits > 0 {
 		c := r.cfg.Challenges.Issue(sale.ID, t.UserID, bits, now)
-		st.State, st.Challenge = StateChallenge, &c
-		return st, true, nil
+		// A shopper back at its place (its reserve found the units gone,
+		// and some came back) who already solved this window's salt has
+		// done the work: it is admitted, not handed a spent salt.
+		if solved, err := r.cfg.Challenges.Solved(ctx, sale.ID, c); err != nil || !solved {
+			st.State, st.Challenge = StateChallenge, &c
+			return st, true, nil
+		}
 	}
 	st = r.admit(ctx, snap, t, now, st)
 	return st, true, nil
@@ -504,14 +515,17 @@ func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce stri
 			return Status{}, flashsale.Errorf(flashsale.CodeNotSelected, "The draw did not select you.")
 		}
 		return Status{}, ErrNotAdmitted
-	case st.State == StateAdmitted:
+	case st.State == StateAdmitted && r.difficulty(snap, t, now) == 0:
 		return st, nil // this sale asks no proof of work
 	}
+	// A proof of work is checked even for a shopper whose status no
+	// longer asks one (it solved this window's salt): a salt is accepted
+	// once.
 	if err := r.cfg.Challenges.Verify(ctx, snap.Sale.ID, t.UserID, salt, nonce, now); err != nil {
 		if !errors.Is(err, challenge.ErrFailed) {
 			return Status{}, err
 		}
-		if r.fails.Add(snap.Sale.ID+"\x1f"+t.UserID, now) > r.cfg.FailLimit {
+		if r.fails.Add(snap.Sale.ID, t.UserID, now) > r.cfg.FailLimit {
 			r.flag(ctx, snap.Sale.ID, t.UserID, "failed the admission challenge repeatedly")
 		}
 		return Status{}, &flashsale.Error{Code: flashsale.CodeChallengeFailed, Message: err.Error()}
@@ -571,6 +585,10 @@ func (r *Room) ahead(snap *Snapshot, position int64, now time.Time) (int64, time
 	}
 	return ahead, wait
 }
+
+// farBehind is how often a shopper is asked to poll while sold out is not
+// final and its place is far behind the holds that may come back.
+const farBehind = 10 * time.Second
 
 // pollAfter suggests when to poll again: often when the wait is short,
 // rarely when it is long, never less than a second.

@@ -254,8 +254,14 @@ func testSpendOnce(t *testing.T, q waitroom.Queue, sale string) {
 	if spent != 1 {
 		t.Fatalf("salt spent %d times, want once", spent)
 	}
+	if ok, err := q.Spent(ctx, sale, "salt-1"); err != nil || !ok {
+		t.Fatalf("a spent salt reads as not spent (%v)", err)
+	}
+	if ok, err := q.Spent(ctx, sale, "salt-2"); err != nil || ok {
+		t.Fatalf("a salt never spent reads as spent (%v)", err)
+	}
 	if ok, _ := q.Spend(ctx, sale, "salt-2", until); !ok {
-		t.Fatal("another salt could not be spent")
+		t.Fatal("another salt could not be spent: reading it marked it")
 	}
 	if ok, _ := q.Spend(ctx, flashsale.NewID("sale_"), "salt-1", until); !ok {
 		t.Fatal("the same salt in another sale could not be spent")

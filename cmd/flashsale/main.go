@@ -6,6 +6,7 @@
 //	flashsale verify    recompute a published draw and check its commitment
 //	flashsale order     list orders, show one's history, ship, cancel, refund
 //	flashsale outbox    the outbox's figures; list and replay dead letters
+//	flashsale rehearse  run a whole sale with synthetic shoppers, in process or against a server
 //
 // Run "flashsale <command> -h" for the flags of each.
 package main
@@ -57,6 +58,8 @@ Usage:
   flashsale verify URL|FILE         recompute a random or lottery sale's published draw
   flashsale order list SKU | history ID | ship|cancel|refund ID --version N
   flashsale outbox stats | dead | replay ID
+  flashsale rehearse --users N --units M [--target URL] [--bots P] ...
+                                    run a whole sale with synthetic shoppers and print the funnel
 `
 
 // run is the whole program, with its environment passed in, so that tests
@@ -79,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return orderCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "outbox":
 		return outboxCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "rehearse":
+		return rehearse(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/rehearsal"
+)
+
+const rehearseUsage = `Usage: flashsale rehearse --users N --units M [flags]
+
+Runs a whole sale with N synthetic shoppers who follow the real client
+protocol (ticket, jittered polling, the proof of work, reserve, confirm;
+some pay late, some fail payment, some walk away so that holds expire;
+--bots of them automation), and prints the funnel: what each layer turned
+away, what was sold, and the oversold count checked against the record.
+
+Without --target it runs in process on the embedded default (or on
+--redis-url/--database-url), its clock compressed: the sale's minutes take
+seconds, every real code path runs. With --target it drives a running
+server over HTTP in real time.
+
+Flags:
+`
+
+func rehearse(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("rehearse", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, rehearseUsage); fs.PrintDefaults() }
+	var cfg rehearsal.Config
+	var fairness, report string
+	var quiet bool
+	fs.IntVar(&cfg.Users, "users", 100000, "synthetic shoppers")
+	fs.IntVar(&cfg.Units, "units", 1000, "units for sale")
+	fs.StringVar(&cfg.Target, "target", "", "base URL of a running server (empty: in process)")
+	fs.StringVar(&cfg.AdminToken, "admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "the target's admin token")
+	fs.StringVar(&cfg.UserJWTSecret, "user-jwt-secret", getenv("FLASHSALE_USER_JWT_SECRET"), "HS256 secret the target verifies shopper JWTs with (empty: the development key)")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 256, "requests in flight against the target")
+	fs.Float64Var(&cfg.Bots, "bots", 0, "share of the crowd that is automation (0 to 1)")
+	fs.Float64Var(&cfg.PayFail, "pay-fail", 0.05, "share of winners whose payment fails (they cancel)")
+	fs.Float64Var(&cfg.Abandon, "abandon", 0.05, "share of winners who walk away (their holds expire)")
+	fs.Float64Var(&cfg.PayLate, "pay-late", 0.02, "share of winners who pay after the hold expired")
+	fs.StringVar(&fairness, "fairness", "fifo", "fifo, random or lottery")
+	fs.DurationVar(&cfg.Hold, "hold", 60*time.Second, "the sale's hold")
+	fs.IntVar(&cfg.AdmissionPerSecond, "admission-per-second", 0, "the pacer's ceiling (default a quarter of the units)")
+	fs.IntVar(&cfg.ChallengeBits, "challenge-bits", 8, "the proof of work's base difficulty (0: none)")
+	fs.DurationVar(&cfg.MinAccountAge, "min-account-age", 72*time.Hour, "the sale's minimum account age")
+	fs.DurationVar(&cfg.Arrival, "arrival", 10*time.Second, "the window the crowd arrives in, 30% of it before the open")
+	fs.IntVar(&cfg.BotsPerCard, "bots-per-card", 10, "bot accounts sharing one payment instrument")
+	fs.StringVar(&cfg.DataDir, "data-dir", "", "in process: where the SQLite file goes (default: a temporary directory, removed)")
+	fs.StringVar(&cfg.RedisURL, "redis-url", getenv("FLASHSALE_REDIS_URL"), "in process: the gate in this Redis")
+	fs.StringVar(&cfg.DatabaseURL, "database-url", getenv("FLASHSALE_DATABASE_URL"), "in process: the record in this PostgreSQL")
+	fs.IntVar(&cfg.Workers, "workers", 0, "in process: goroutines running the shoppers (default 2 per CPU)")
+	fs.BoolVar(&quiet, "quiet-sale", false, "run a quiet second sale and a plain query beside the big one and compare their p99 with idle")
+	fs.StringVar(&cfg.PlainQueryURL, "plain-query-url", "", "PostgreSQL the plain query runs against (default --database-url)")
+	fs.Uint64Var(&cfg.Seed, "seed", 0, "makes the crowd reproducible (0: random)")
+	fs.StringVar(&report, "report", "", "also write the report as an HTML page to this file")
+	noProgress := fs.Bool("no-progress", false, "no live progress line")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rehearsal to this file (go tool pprof)")
+	heapProfile := fs.String("memprofile", "", "in process: write a heap profile, taken once the crowd has arrived, to this file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("rehearse takes no arguments, got %q", fs.Args())}
+	}
+	cfg.Fairness = flashsale.Fairness(fairness)
+	cfg.Quiet = quiet
+	if !*noProgress {
+		cfg.Progress = stderr
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *heapProfile != "" {
+		f, err := os.Create(*heapProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		cfg.HeapProfile = f
+	}
+	rep, err := rehearsal.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	rep.WriteText(stdout)
+	if report != "" {
+		f, err := os.Create(report)
+		if err != nil {
+			return err
+		}
+		if err := rep.WriteHTML(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\nReport written to %s\n", report)
+	}
+	if rep.Oversold > 0 {
+		return fmt.Errorf("oversold by %d units", rep.Oversold)
+	}
+	return nil
+}

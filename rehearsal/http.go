@@ -1,0 +1,456 @@
+package rehearsal
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/identity"
+)
+
+// httpClient speaks the shopper protocol to a server over HTTP, each
+// shopper with its own JWT.
+type httpClient struct {
+	base   string
+	sku    string
+	hc     *http.Client
+	secret []byte
+	now    func() time.Time
+}
+
+func newHTTPClient(base, sku string, conns int, secret []byte) *httpClient {
+	tr := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		MaxConnsPerHost:     conns,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return &httpClient{base: strings.TrimRight(base, "/"), sku: sku, secret: secret, now: time.Now,
+		hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+// jwt returns the shopper's JWT, minted on first use.
+func (c *httpClient) jwt(who persona, sh *shopper) string {
+	x := sh.x()
+	if x.jwt == "" {
+		now := c.now()
+		tok, err := identity.MintHS256(c.secret, who.user, now.Sub(who.created), now, 2*time.Hour)
+		if err != nil {
+			return ""
+		}
+		x.jwt = tok
+	}
+	return x.jwt
+}
+
+// answer is the union of the JSON answers the protocol reads.
+type answer struct {
+	Token          string `json:"token"`
+	Position       int64  `json:"position"`
+	State          string `json:"state"`
+	Chance         string `json:"chance"`
+	AdmissionToken string `json:"admissionToken"`
+	Final          bool   `json:"final"`
+	ReservationID  string `json:"reservationId"`
+	Challenge      *struct {
+		Salt           string `json:"salt"`
+		DifficultyBits int    `json:"difficultyBits"`
+	} `json:"challenge"`
+	Error *struct {
+		Code string `json:"code"`
+	} `json:"error"`
+}
+
+// do sends one request and reads its answer. A request that gets no
+// answer is "transport"; an answer without a contract error code
+// "http_<status>".
+func (c *httpClient) do(ctx context.Context, method, path string, header map[string]string, body any) reply {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return reply{code: "transport", records: -1}
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return reply{code: "transport", retryAfter: time.Second, records: -1}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return reply{code: "transport", retryAfter: time.Second, records: -1}
+	}
+	var a answer
+	_ = json.Unmarshal(raw, &a)
+	rep := reply{state: a.State, ticket: a.Token, admission: a.AdmissionToken, position: a.Position, chance: a.Chance,
+		final: a.Final, id: a.ReservationID, records: -1}
+	if s := resp.Header.Get("Retry-After"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil {
+			rep.retryAfter = time.Duration(n) * time.Second
+		}
+	}
+	if a.Challenge != nil {
+		rep.salt, rep.bits = a.Challenge.Salt, a.Challenge.DifficultyBits
+	}
+	if resp.StatusCode >= 300 {
+		rep.code = "http_" + strconv.Itoa(resp.StatusCode)
+		if a.Error != nil && a.Error.Code != "" {
+			rep.code = a.Error.Code
+		}
+	}
+	return rep
+}
+
+func (c *httpClient) bearer(who persona, sh *shopper) map[string]string {
+	return map[string]string{"Authorization": "Bearer " + c.jwt(who, sh)}
+}
+
+func (c *httpClient) register(ctx context.Context, who persona, sh *shopper) reply {
+	return c.do(ctx, "POST", "/sale/"+c.sku+"/register", c.bearer(who, sh), struct{}{})
+}
+
+func (c *httpClient) ticket(ctx context.Context, who persona, sh *shopper) reply {
+	return c.do(ctx, "GET", "/sale/"+c.sku+"/ticket", c.bearer(who, sh), nil)
+}
+
+func (c *httpClient) status(ctx context.Context, ticket string) reply {
+	return c.do(ctx, "GET", "/sale/"+c.sku+"/status?token="+url.QueryEscape(ticket), nil, nil)
+}
+
+func (c *httpClient) admission(ctx context.Context, ticket, salt, nonce string) reply {
+	return c.do(ctx, "POST", "/sale/"+c.sku+"/admission", nil, map[string]string{"token": ticket, "salt": salt, "nonce": nonce})
+}
+
+func (c *httpClient) reserve(ctx context.Context, who persona, sh *shopper, key string) reply {
+	h := c.bearer(who, sh)
+	h["X-Admission-Token"] = sh.x().admission
+	h["Idempotency-Key"] = key
+	return c.do(ctx, "POST", "/sale/"+c.sku+"/reserve", h, map[string]any{"quantity": 1, "paymentFingerprint": who.card})
+}
+
+func (c *httpClient) confirm(ctx context.Context, who persona, sh *shopper, payRef string) reply {
+	return c.do(ctx, "POST", "/reservations/"+url.PathEscape(sh.x().resID)+"/confirm", c.bearer(who, sh), map[string]string{"paymentRef": payRef})
+}
+
+func (c *httpClient) cancel(ctx context.Context, who persona, sh *shopper) reply {
+	return c.do(ctx, "DELETE", "/reservations/"+url.PathEscape(sh.x().resID), c.bearer(who, sh), nil)
+}
+
+// admin is the operator's side of the target.
+type admin struct {
+	base, token string
+	hc          *http.Client
+}
+
+func (a *admin) call(ctx context.Context, method, path string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(raw))
+	}
+	if out != nil {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// saleView is the part of the operator's sale view the rehearsal reads.
+type saleView struct {
+	InitialStock int64  `json:"initialStock"`
+	Counter      *int64 `json:"counter"`
+	Pending      int64  `json:"pending"`
+	Confirmed    int64  `json:"confirmed"`
+	Expired      int64  `json:"expired"`
+	Cancelled    int64  `json:"cancelled"`
+	Voided       int64  `json:"voided"`
+	AdmittedUpTo int64  `json:"admittedUpTo"`
+}
+
+// createSale creates the sale on the target, in the contract's terms.
+func (a *admin) createSale(ctx context.Context, s *flashsale.Sale) error {
+	body := map[string]any{"sku": s.SKU, "name": s.Name, "initialStock": s.InitialStock,
+		"opensAt": s.OpensAt.Format(time.RFC3339Nano), "closesAt": s.ClosesAt.Format(time.RFC3339Nano),
+		"holdSeconds": s.HoldSeconds, "perUserLimit": s.PerUserLimit, "fairness": s.Fairness,
+		"admissionPerSecond": s.AdmissionPerSecond, "minAccountAgeSeconds": s.MinAccountAgeSeconds,
+		"challengeBits": s.ChallengeBits}
+	if !s.RegistrationClosesAt.IsZero() {
+		body["registrationClosesAt"] = s.RegistrationClosesAt.Format(time.RFC3339Nano)
+	}
+	return a.call(ctx, "POST", "/admin/sales", body, nil)
+}
+
+func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
+	secret := []byte(cfg.UserJWTSecret)
+	if len(secret) == 0 {
+		secret = []byte(identity.DevelopmentSecret)
+	}
+	base := strings.TrimRight(cfg.Target, "/")
+	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("--target must be an http:// or https:// URL")
+	}
+	adm := &admin{base: base, token: cfg.AdminToken, hc: &http.Client{Timeout: 30 * time.Second}}
+	// The crowd starts arriving a few seconds from now, by the target's
+	// clock as far as this machine can tell.
+	opensAt := time.Now().UTC().Add(cfg.Arrival*3/10 + 3*time.Second).Truncate(time.Millisecond)
+	c := newHTTPClient(base, "", cfg.Concurrency, secret)
+	r := newRun(cfg, c, opensAt)
+	c.sku = r.sku
+	if err := adm.createSale(ctx, r.saleSpec()); err != nil {
+		return nil, fmt.Errorf("create the sale: %w", err)
+	}
+	var quiet *quietProbe
+	if cfg.Quiet {
+		qsku := "quiet-" + strconv.FormatUint(cfg.Seed%1e9, 36)
+		now := time.Now().UTC()
+		if err := adm.createSale(ctx, &flashsale.Sale{SKU: qsku, Name: "Quiet sale", InitialStock: 1000,
+			OpensAt: now.Add(-time.Second), ClosesAt: now.Add(24 * time.Hour), HoldSeconds: 600, PerUserLimit: 1,
+			Fairness: flashsale.FairnessFIFO}); err != nil {
+			return nil, fmt.Errorf("create the quiet sale: %w", err)
+		}
+		var err error
+		if quiet, err = startQuiet(ctx, cfg, newHTTPClient(base, qsku, 8, secret)); err != nil {
+			return nil, err
+		}
+	}
+	d := &httpDriver{run: r, adm: adm}
+	d.unitsLeft.Store(int64(cfg.Units))
+	wallStart := time.Now()
+	stopProgress := r.progress(d.unitsLeft.Load, func() float64 { return float64(d.admitRate.Load()) })
+	err := d.drive(ctx)
+	stopProgress()
+	wall := time.Since(wallStart)
+	if quiet != nil {
+		quiet.stop()
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep, err := r.report(ctx, d.figures, wall, wall)
+	if err != nil {
+		return nil, err
+	}
+	rep.Mode = fmt.Sprintf("against %s over HTTP, in real time, %d requests in flight at most", base, cfg.Concurrency)
+	rep.Timeline = d.timeline
+	if quiet != nil {
+		rep.Quiet = quiet.figures()
+	}
+	return rep, nil
+}
+
+// httpDriver takes each shopper's steps when they fall due in real time,
+// on Concurrency goroutines, and samples the sale from the operator's view.
+type httpDriver struct {
+	*run
+	adm *admin
+
+	mu      sync.Mutex
+	pending map[int64][]int32 // shoppers due, by 10ms slot since the epoch
+	first   int64
+
+	unitsLeft atomic.Int64
+	admitRate atomic.Int64
+	timeline  []Point
+}
+
+func (d *httpDriver) add(t time.Time, i int32) {
+	s := t.UnixNano() / int64(slice)
+	d.mu.Lock()
+	// A step due already goes in the next slot the dispatcher takes.
+	s = max(s, d.first)
+	d.pending[s] = append(d.pending[s], i)
+	d.mu.Unlock()
+}
+
+// due takes every shopper due by now.
+func (d *httpDriver) due(now time.Time) []int32 {
+	s := now.UnixNano() / int64(slice)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []int32
+	for ; d.first <= s; d.first++ {
+		if b, ok := d.pending[d.first]; ok {
+			out = append(out, b...)
+			delete(d.pending, d.first)
+		}
+	}
+	return out
+}
+
+func (d *httpDriver) drive(ctx context.Context) error {
+	d.pending = map[int64][]int32{}
+	start := time.Now()
+	d.first = start.UnixNano() / int64(slice)
+	for i := range d.shoppers {
+		d.add(d.arrival(i), int32(i))
+	}
+	jobs := make(chan int32, d.cfg.Concurrency*4)
+	var wg sync.WaitGroup
+	for range d.cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if t := d.step(ctx, int(i), time.Now()); !t.IsZero() {
+					d.add(t, i)
+				}
+			}
+		}()
+	}
+	sampled := make(chan struct{})
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	go func() { defer close(sampled); d.sampleLoop(sampleCtx) }()
+	defer func() { stopSampling(); <-sampled }()
+
+	tick := time.NewTicker(slice)
+	defer tick.Stop()
+	n := int64(len(d.shoppers))
+	for d.stats.done.Load() < n {
+		select {
+		case <-ctx.Done():
+			close(jobs)
+			wg.Wait()
+			return ctx.Err()
+		case now := <-tick.C:
+			batch := d.due(now)
+			slices.Sort(batch)
+			for _, i := range batch {
+				jobs <- i
+			}
+			if now.After(d.closesAt.Add(time.Minute)) {
+				close(jobs)
+				wg.Wait()
+				return errors.New("the sale outlived its closing time by a minute")
+			}
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	// The shoppers are done; the last holds may still be pending until
+	// they expire.
+	for {
+		v, err := d.view(ctx)
+		if err == nil && v.Pending == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+		if time.Now().After(d.closesAt.Add(time.Minute)) {
+			return nil
+		}
+	}
+}
+
+func (d *httpDriver) view(ctx context.Context) (saleView, error) {
+	var v saleView
+	err := d.adm.call(ctx, "GET", "/admin/sales/"+d.sku, nil, &v)
+	return v, err
+}
+
+// sampleLoop reads the operator's view every sampleEvery for the timeline
+// and for when the counter reached zero.
+func (d *httpDriver) sampleLoop(ctx context.Context) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	last, lastUpTo := time.Now(), int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			v, err := d.view(ctx)
+			if err != nil || v.Counter == nil {
+				continue
+			}
+			d.unitsLeft.Store(*v.Counter)
+			d.observeCounter(*v.Counter, now)
+			dt := now.Sub(last).Seconds()
+			rate := 0.0
+			if dt > 0 {
+				rate = float64(max(v.AdmittedUpTo-lastUpTo, 0)) / dt
+			}
+			d.admitRate.Store(int64(rate))
+			last, lastUpTo = now, v.AdmittedUpTo
+			if now.Before(d.opensAt.Add(-time.Second)) {
+				d.stats.swap()
+				continue
+			}
+			d.timeline = append(d.timeline, d.point(now, *v.Counter, v.Pending, v.AdmittedUpTo, rate, dt))
+		}
+	}
+}
+
+// figures reads the sale's totals and orders from the operator's routes.
+func (d *httpDriver) figures(ctx context.Context) (storeFigures, error) {
+	v, err := d.view(ctx)
+	if err != nil {
+		return storeFigures{}, err
+	}
+	f := storeFigures{Initial: v.InitialStock, Pending: v.Pending, Confirmed: v.Confirmed, Expired: v.Expired,
+		Cancelled: v.Cancelled, Voided: v.Voided}
+	if v.Counter != nil {
+		f.Counter = *v.Counter
+	}
+	var orders struct {
+		Orders []struct {
+			UserID   string `json:"userId"`
+			Quantity int64  `json:"quantity"`
+			State    string `json:"state"`
+		} `json:"orders"`
+	}
+	if err := d.adm.call(ctx, "GET", "/admin/orders?sku="+url.QueryEscape(d.sku), nil, &orders); err != nil {
+		return f, err
+	}
+	for _, o := range orders.Orders {
+		if isBot(o.UserID) && o.State != string(flashsale.OrderCancelled) {
+			f.BotUnits += o.Quantity
+		}
+	}
+	return f, nil
+}

@@ -1,0 +1,153 @@
+package rehearsal
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/engine"
+)
+
+// QuietFigures is the isolation check: a quiet sale's reserves and a plain
+// query, measured while the engine was idle and while the big sale ran.
+type QuietFigures struct {
+	Lines []QuietLine
+}
+
+// QuietLine is one probe's p99, idle and during the big sale.
+type QuietLine struct {
+	Name         string
+	Idle, During time.Duration
+	N            int64
+}
+
+// quietProbe runs a shopper of a quiet sale (ticket, status, reserve, then
+// cancel so that the stock lasts) and a plain query, a few times a second
+// in wall time, into one histogram while idle and another afterwards.
+type quietProbe struct {
+	c        client
+	conn     *pgx.Conn
+	n        atomic.Int64
+	during   atomic.Bool
+	reserve  [2]hist
+	query    [2]hist
+	failures atomic.Int64
+	stopped  chan struct{}
+	wg       sync.WaitGroup
+	cancel   context.CancelFunc
+}
+
+// The quiet probe's pace, and how long the idle baseline lasts.
+const (
+	quietEvery = 20 * time.Millisecond
+	quietIdle  = 3 * time.Second
+)
+
+func startQuietInProcess(ctx context.Context, cfg Config, e *engine.Engine, clock *vclock) (*quietProbe, error) {
+	sku := "quiet-" + strconv.FormatUint(cfg.Seed%1e9, 36)
+	sale, err := e.Control.Create(ctx, &flashsale.Sale{SKU: sku, Name: "Quiet sale", InitialStock: 1000,
+		OpensAt: clock.Now().Add(-time.Second), ClosesAt: clock.Now().Add(24 * time.Hour), HoldSeconds: 600, PerUserLimit: 1})
+	if err != nil {
+		return nil, fmt.Errorf("create the quiet sale: %w", err)
+	}
+	return startQuiet(ctx, cfg, &procClient{e: e, sku: sku, sale: sale})
+}
+
+func startQuiet(ctx context.Context, cfg Config, c client) (*quietProbe, error) {
+	q := &quietProbe{c: c, stopped: make(chan struct{})}
+	url := cfg.PlainQueryURL
+	if url == "" {
+		url = cfg.DatabaseURL
+	}
+	if url != "" {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return nil, fmt.Errorf("the plain query's connection: %w", err)
+		}
+		q.conn = conn
+	}
+	ctx, q.cancel = context.WithCancel(ctx)
+	q.wg.Add(1)
+	go q.loop(ctx)
+	// The idle baseline, before the big sale starts.
+	select {
+	case <-time.After(quietIdle):
+	case <-ctx.Done():
+	}
+	q.during.Store(true)
+	return q, nil
+}
+
+func (q *quietProbe) loop(ctx context.Context) {
+	defer q.wg.Done()
+	t := time.NewTicker(quietEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		q.once(ctx)
+	}
+}
+
+func (q *quietProbe) once(ctx context.Context) {
+	phase := 0
+	if q.during.Load() {
+		phase = 1
+	}
+	n := q.n.Add(1)
+	who := persona{user: "quiet-" + strconv.FormatInt(n, 10), created: time.Unix(0, 0), card: "quiet-card-" + strconv.FormatInt(n, 10)}
+	sh := &shopper{}
+	if rep := q.c.ticket(ctx, who, sh); rep.code == "" {
+		sh.ticket = rep.ticket
+		if st := q.c.status(ctx, sh.ticket); st.state == "admitted" {
+			sh.x().admission = st.admission
+			start := time.Now()
+			rep := q.c.reserve(ctx, who, sh, "quiet-"+strconv.FormatInt(n, 10))
+			q.reserve[phase].add(time.Since(start))
+			if rep.code == "" {
+				sh.x().resID = rep.id
+				q.c.cancel(ctx, who, sh)
+			} else {
+				q.failures.Add(1)
+			}
+		} else {
+			q.failures.Add(1)
+		}
+	} else if ctx.Err() == nil {
+		q.failures.Add(1)
+	}
+	if q.conn != nil {
+		var count int64
+		start := time.Now()
+		if err := q.conn.QueryRow(ctx, "SELECT count(*) FROM pg_catalog.pg_class").Scan(&count); err == nil {
+			q.query[phase].add(time.Since(start))
+		}
+	}
+}
+
+func (q *quietProbe) stop() {
+	q.cancel()
+	q.wg.Wait()
+	if q.conn != nil {
+		_ = q.conn.Close(context.Background())
+	}
+}
+
+func (q *quietProbe) figures() *QuietFigures {
+	f := &QuietFigures{Lines: []QuietLine{{Name: "quiet sale: reserve", Idle: q.reserve[0].quantile(0.99),
+		During: q.reserve[1].quantile(0.99), N: q.reserve[1].count()}}}
+	if q.conn != nil {
+		f.Lines = append(f.Lines, QuietLine{Name: "plain query (PostgreSQL)", Idle: q.query[0].quantile(0.99),
+			During: q.query[1].quantile(0.99), N: q.query[1].count()})
+	}
+	return f
+}

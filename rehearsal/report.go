@@ -1,0 +1,302 @@
+package rehearsal
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// storeFigures is the sale as the record and the gate tell it.
+type storeFigures struct {
+	Initial, Counter, Pending, Confirmed, Expired, Cancelled, Voided int64
+	// BotUnits is the units confirmed to bot accounts, from the orders.
+	BotUnits int64
+	// RecordCalls counts every call to the record in the run (in process);
+	// BackgroundRecordCalls those of the background services.
+	RecordCalls, BackgroundRecordCalls int64
+}
+
+// Report is the rehearsal's outcome.
+type Report struct {
+	Mode       string
+	Compressed bool
+	// SaleTime is the sale's duration by its own clock; Wall the
+	// rehearsal's.
+	SaleTime time.Duration
+	Wall     time.Duration
+	Config   Config
+	SKU      string
+
+	Arrived, Admitted, Challenged, Reserved, Confirmed, PaidLate, Cancelled, Abandoned, GaveUp int64
+	// Sold is the record's confirmed and pending units; Oversold how far
+	// counter + confirmed + pending exceeds the stock, and how far the
+	// units sold exceed it (both must be 0).
+	Store    storeFigures
+	Oversold int64
+	// Rejections counts the error answers by route and code; States the
+	// status answers by state.
+	Rejections []Count
+	States     []Count
+	Routes     []RouteFigures
+	// BotPopulationShare and BotUnitShare: the bots' share of the crowd
+	// and of the units sold.
+	BotPopulationShare float64
+	BotUnitShare       float64
+	// SoldOutAnnounced is the delay from the counter reaching zero to the
+	// first status answered sold_out; StalePolls the polls answered as if
+	// units remained more than a second after the counter reached zero.
+	SoldOutAnnounced time.Duration
+	SoldOutSeen      bool
+	StalePolls       int64
+	// PeakMemory is the process's peak resident memory.
+	PeakMemory      uint64
+	EventsPublished int64
+	Timeline        []Point
+	Quiet           *QuietFigures
+	Warnings        int
+	FirstWarnings   []string
+}
+
+// RouteFigures is one route's requests, latency and record calls.
+type RouteFigures struct {
+	Route              string
+	Requests, Rejected int64
+	P50, P90, P99, Max time.Duration
+	// RecordPerRequest is the mean record calls per request;
+	// RecordPerRejected per rejected request (the funnel's promise: 0).
+	RecordPerRequest, RecordPerRejected float64
+	RecordKnown                         bool
+}
+
+// Point is the sale at one moment of the timeline.
+type Point struct {
+	At                    float64 // seconds since the open, by the sale's clock
+	UnitsLeft, Pending    int64
+	AdmittedUpTo          int64
+	Admissions            float64 // places admitted a second
+	Polls, Reserves       float64 // requests a second
+	StatusP99, ReserveP99 float64 // milliseconds, in the window
+	Answered              int64
+}
+
+// report gathers the figures once the sale is over.
+func (r *run) report(ctx context.Context, figures func(context.Context) (storeFigures, error), wall, saleTime time.Duration) (*Report, error) {
+	f, err := figures(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the sale's totals: %w", err)
+	}
+	s := r.stats
+	rep := &Report{Config: r.cfg, SKU: r.sku, Wall: wall, SaleTime: saleTime, Store: f,
+		Arrived: s.arrived.Load(), Admitted: s.admitted.Load(), Challenged: s.challenged.Load(),
+		Reserved: s.reserved.Load(), Confirmed: s.confirmed.Load(), PaidLate: s.late.Load(),
+		Cancelled: s.cancelled.Load(), Abandoned: s.abandoned.Load(), GaveUp: s.gaveUp.Load(),
+		StalePolls: s.stalePolls.Load(), PeakMemory: peakMemory()}
+	rep.Oversold = max(0, f.Counter+f.Confirmed+f.Pending-f.Initial, f.Confirmed+f.Pending-f.Initial)
+	s.mu.Lock()
+	rep.Rejections, rep.States = sortedCounts(s.codes), sortedCounts(s.states)
+	s.mu.Unlock()
+	for rt := range nRoutes {
+		n := s.calls[rt].Load()
+		if n == 0 {
+			continue
+		}
+		h := &s.lat[rt]
+		rf := RouteFigures{Route: rt.String(), Requests: n, Rejected: s.rejected[rt].Load(),
+			P50: h.quantile(0.5), P90: h.quantile(0.9), P99: h.quantile(0.99), Max: h.quantile(1),
+			RecordKnown: r.cfg.Target == ""}
+		rf.RecordPerRequest = float64(s.records[rt].Load()) / float64(n)
+		if rf.Rejected > 0 {
+			rf.RecordPerRejected = float64(s.rejectedRecords[rt].Load()) / float64(rf.Rejected)
+		}
+		rep.Routes = append(rep.Routes, rf)
+	}
+	if r.cfg.Bots > 0 {
+		bots := 0
+		for i := range r.shoppers {
+			if r.shoppers[i].bot {
+				bots++
+			}
+		}
+		rep.BotPopulationShare = float64(bots) / float64(len(r.shoppers))
+		if f.Confirmed > 0 {
+			rep.BotUnitShare = float64(f.BotUnits) / float64(f.Confirmed)
+		}
+	}
+	if last, first := r.lastUnit.Load(), s.firstSoldOutPoll.Load(); last != 0 && first != 0 {
+		rep.SoldOutSeen = true
+		rep.SoldOutAnnounced = max(0, time.Duration(first-last))
+	}
+	return rep, nil
+}
+
+func isBot(user string) bool { return strings.HasPrefix(user, "bot-") }
+
+// peakMemory is the process's peak resident set (VmHWM), or what the Go
+// runtime took from the system where /proc is not there.
+func peakMemory() uint64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+				if err == nil {
+					return kb * 1024
+				}
+			}
+		}
+	}
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Sys
+}
+
+// progress prints a live line every half second until the returned
+// function is called.
+func (r *run) progress(unitsLeft func() int64, admitRate func() float64) func() {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				r.printProgress(unitsLeft(), admitRate())
+				fmt.Fprintln(r.cfg.Progress)
+				return
+			case <-t.C:
+				r.printProgress(unitsLeft(), admitRate())
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (r *run) printProgress(left int64, rate float64) {
+	n := int64(len(r.shoppers))
+	done := r.stats.done.Load()
+	const width = 30
+	filled := int(done * width / max(n, 1))
+	bar := strings.Repeat("#", filled) + strings.Repeat(".", width-filled)
+	fmt.Fprintf(r.cfg.Progress, "\r[%s] %s/%s shoppers answered · %s units left · %s admitted/s · %s reserved   ",
+		bar, thousands(done), thousands(n), thousands(left), thousands(int64(rate)), thousands(r.stats.reserved.Load()))
+}
+
+// thousands formats n with thin separators: 2,000,000.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// WriteText prints the funnel table and the figures around it.
+func (rep *Report) WriteText(w io.Writer) {
+	c := rep.Config
+	fmt.Fprintf(w, "Rehearsal of sale %s: %s shoppers, %s units, fairness %s, bots %.0f%%\n", rep.SKU,
+		thousands(int64(c.Users)), thousands(int64(c.Units)), c.Fairness, c.Bots*100)
+	fmt.Fprintf(w, "Mode: %s\n", rep.Mode)
+	fmt.Fprintf(w, "Wall time %s, peak memory %s\n\n", rep.Wall.Round(10*time.Millisecond), bytesText(rep.PeakMemory))
+
+	fmt.Fprintln(w, "The funnel")
+	row := func(name string, n int64, note string) {
+		fmt.Fprintf(w, "  %-34s %12s  %s\n", name, thousands(n), note)
+	}
+	row("arrived", rep.Arrived, "")
+	for _, rc := range rep.Rejections {
+		route, code, _ := strings.Cut(rc.Name, " ")
+		row("  rejected at "+route, rc.Count, code)
+	}
+	row("admitted (shoppers)", rep.Admitted, fmt.Sprintf("%d asked for a proof of work first", rep.Challenged))
+	row("reserved", rep.Reserved, "")
+	row("confirmed (paid)", rep.Confirmed, "")
+	row("cancelled (payment failed)", rep.Cancelled, "")
+	row("walked away (hold expired)", rep.Abandoned, "")
+	row("paid after the hold expired", rep.PaidLate, "refused: reservation_expired")
+	row("gave up waiting", rep.GaveUp, "")
+
+	s := rep.Store
+	fmt.Fprintln(w, "\nThe record (checked, not the shoppers' own count)")
+	fmt.Fprintf(w, "  initial %s · confirmed %s · pending %s · expired %s · cancelled %s · voided %s · counter %s\n",
+		thousands(s.Initial), thousands(s.Confirmed), thousands(s.Pending), thousands(s.Expired),
+		thousands(s.Cancelled), thousands(s.Voided), thousands(s.Counter))
+	fmt.Fprintf(w, "  restocked (expired + cancelled + voided) %s · oversold %d", thousands(s.Expired+s.Cancelled+s.Voided), rep.Oversold)
+	if s.Counter+s.Confirmed+s.Pending == s.Initial {
+		fmt.Fprintln(w, " · counter + confirmed + pending == initial: holds")
+	} else {
+		fmt.Fprintf(w, " · counter + confirmed + pending = %d, initial %d: BROKEN\n", s.Counter+s.Confirmed+s.Pending, s.Initial)
+	}
+	if c.Bots > 0 {
+		fmt.Fprintf(w, "  bots: %.1f%% of the crowd, %.1f%% of the units sold (%d units)\n",
+			rep.BotPopulationShare*100, rep.BotUnitShare*100, s.BotUnits)
+	}
+	if rep.SoldOutSeen {
+		fmt.Fprintf(w, "  sold out announced %s after the counter reached zero (sale time); %d polls answered as if units remained more than 1 s after\n",
+			rep.SoldOutAnnounced.Round(time.Millisecond), rep.StalePolls)
+	}
+	if rep.EventsPublished > 0 {
+		fmt.Fprintf(w, "  events published through the outbox: %s\n", thousands(rep.EventsPublished))
+	}
+
+	fmt.Fprintln(w, "\nRoutes (latency is wall time per request)")
+	fmt.Fprintf(w, "  %-10s %12s %12s %10s %10s %10s %10s %14s %14s\n", "route", "requests", "rejected", "p50", "p90", "p99", "max", "record/req", "record/reject")
+	for _, rf := range rep.Routes {
+		per, rej := "n/a", "n/a"
+		if rf.RecordKnown {
+			per, rej = fmt.Sprintf("%.2f", rf.RecordPerRequest), fmt.Sprintf("%.2f", rf.RecordPerRejected)
+		}
+		fmt.Fprintf(w, "  %-10s %12s %12s %10s %10s %10s %10s %14s %14s\n", rf.Route, thousands(rf.Requests), thousands(rf.Rejected),
+			durText(rf.P50), durText(rf.P90), durText(rf.P99), durText(rf.Max), per, rej)
+	}
+	if s.RecordCalls > 0 {
+		fmt.Fprintf(w, "  record calls in all: %s, of which %s by the background services\n",
+			thousands(s.RecordCalls), thousands(s.BackgroundRecordCalls))
+	}
+	if q := rep.Quiet; q != nil {
+		fmt.Fprintln(w, "\nIsolation: a quiet sale and a plain query beside the big one (p99, wall time)")
+		fmt.Fprintf(w, "  %-32s %10s %10s %8s %10s\n", "", "idle", "during", "ratio", "requests")
+		for _, l := range q.Lines {
+			fmt.Fprintf(w, "  %-32s %10s %10s %7.2fx %10s\n", l.Name, durText(l.Idle), durText(l.During),
+				float64(l.During)/float64(max(l.Idle, 1)), thousands(l.N))
+		}
+	}
+	if rep.Warnings > 0 {
+		fmt.Fprintf(w, "\nThe engine logged %d warnings or errors; the first: %s\n", rep.Warnings, strings.Join(rep.FirstWarnings, " | "))
+	}
+}
+
+func durText(d time.Duration) string {
+	switch {
+	case d == 0:
+		return "-"
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.1fµs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}
+
+func bytesText(n uint64) string {
+	return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20))
+}

@@ -1,0 +1,41 @@
+package rehearsal
+
+import (
+	"testing"
+	"time"
+)
+
+// Every duration falls in a bucket whose upper bound is at least the
+// duration and less than a quarter more, so quantiles are close and never
+// flattering.
+func TestBucketBounds(t *testing.T) {
+	for _, d := range []time.Duration{1, 2, 7, 8, 9, 100, 1023, 1024, 1025, time.Microsecond, 37 * time.Millisecond, 3 * time.Second, time.Hour} {
+		i := bucketOf(d)
+		if up := upper(i); up < d || float64(up) > float64(d)*1.25+1 {
+			t.Errorf("%v: bucket %d reaches up to %v", d, i, up)
+		}
+		if i > 0 && upper(i-1) >= d {
+			t.Errorf("%v: the bucket below (%d) already reaches %v", d, i-1, upper(i-1))
+		}
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var h hist
+	for i := 1; i <= 100; i++ {
+		h.add(time.Duration(i) * time.Millisecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}} {
+		got := h.quantile(c.q)
+		if got < c.want || float64(got) > float64(c.want)*1.25 {
+			t.Errorf("q%.2f = %v, want about %v", c.q, got, c.want)
+		}
+	}
+	var empty hist
+	if empty.quantile(0.99) != 0 {
+		t.Error("an empty histogram has a quantile")
+	}
+}

@@ -376,6 +376,8 @@ func layerOf(code flashsale.Code) string {
 		return metrics.LayerEligibility
 	case flashsale.CodeSoldOut, flashsale.CodeLimitReached, flashsale.CodeAdmissionUsed, flashsale.CodeSalePaused:
 		return metrics.LayerGate
+	case flashsale.CodeOverloaded:
+		return metrics.LayerCapacity
 	}
 	return metrics.LayerRecord
 }

@@ -21,6 +21,9 @@ const (
 	LayerEligibility = "eligibility"
 	LayerGate        = "gate"
 	LayerRecord      = "record"
+	// LayerCapacity sheds what the purchase path has no slot for
+	// (package bulkhead), before any of the layers behind it is asked.
+	LayerCapacity = "capacity"
 )
 
 // Metrics holds the collectors. Safe for concurrent use.

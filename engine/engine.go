@@ -504,7 +504,8 @@ func (e *Engine) openInFlight() {
 		wait = DefaultInFlightWait
 	}
 	e.InFlight = bulkhead.New(bulkhead.Config{Max: limit, PerKey: cfg.SaleMaxInFlight, Wait: wait})
-	e.Metrics.PurchaseInFlight(e.InFlight.InFlight, e.InFlight.Config().Max)
+	sized := e.InFlight.Config()
+	e.Metrics.PurchaseInFlight(e.InFlight.InFlight, sized.Max, sized.PerKey)
 }
 
 // eventsWritten wakes the relay after a commit that wrote events.

@@ -370,4 +370,3 @@ func grepLines(text string, words ...string) string {
 	}
 	return strings.Join(out, "\n")
 }
-

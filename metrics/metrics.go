@@ -317,11 +317,11 @@ func itoa(i int) string {
 	return string(b[n:])
 }
 
-// PurchaseInFlight publishes the purchase path's requests in flight and its
-// bound (package bulkhead), read from inFlight and limit at each scrape. A
+// PurchaseInFlight publishes the purchase path's requests in flight, its
+// bound and one sale's share of it (package bulkhead), read from inFlight and limit at each scrape. A
 // gauge at its bound is a sale being shed; the sheds themselves are
 // flashsale_rejections_total{layer="capacity",code="overloaded"}.
-func (m *Metrics) PurchaseInFlight(inFlight func() int, limit int) {
+func (m *Metrics) PurchaseInFlight(inFlight func() int, limit, saleLimit int) {
 	if m == nil {
 		return
 	}
@@ -334,6 +334,10 @@ func (m *Metrics) PurchaseInFlight(inFlight func() int, limit int) {
 			Name: "flashsale_purchase_in_flight_limit",
 			Help: "The bound on purchase requests in flight (--max-in-flight); past it they are shed with 503 overloaded.",
 		}, func() float64 { return float64(limit) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashsale_purchase_sale_in_flight_limit",
+			Help: "One sale's share of the purchase requests in flight (--sale-max-in-flight).",
+		}, func() float64 { return float64(saleLimit) }),
 	)
 }
 

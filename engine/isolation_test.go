@@ -370,3 +370,68 @@ func grepLines(text string, words ...string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// heldConfirms holds every confirm at the record's door until the test
+// lets them go.
+type heldConfirms struct {
+	flashsale.Store
+	entered chan string
+	release chan struct{}
+}
+
+func (s *heldConfirms) ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error) {
+	s.entered <- userID
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	return s.Store.ConfirmReservation(ctx, id, userID, paymentRef, now)
+}
+
+// TestReservationRoutesShareOneBudget: confirm, cancel and reading a
+// reservation name no sale, so they share one budget of a sale's size:
+// with it full, the next is shed with 503 overloaded, while reserves still
+// find slots; once it frees, the repeat succeeds.
+func TestReservationRoutesShareOneBudget(t *testing.T) {
+	st := &heldConfirms{entered: make(chan string, 8), release: make(chan struct{})}
+	h := newHarness(t, backends[0], func(c *engine.Config) {
+		c.MaxInFlight, c.SaleMaxInFlight, c.InFlightWait = 2, 1, -1
+		c.WrapStore = func(inner flashsale.Store) flashsale.Store { st.Store = inner; return st }
+	})
+	h.createSale("phone", nil)
+	r := h.reserve("phone", "alice", h.admit("phone", "alice"), "k", nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("reserve: %d %s", r.status, r.body)
+	}
+	id := r.json(t)["reservationId"].(string)
+	auth := map[string]string{"Authorization": "Bearer " + h.jwt("alice")}
+	confirm := func() response { return h.do("POST", "/reservations/"+id+"/confirm", auth, `{"paymentRef": "p"}`) }
+
+	first := make(chan response, 1)
+	go func() { first <- confirm() }()
+	<-st.entered // the reservation routes' one slot is held
+
+	for name, r := range map[string]response{
+		"confirm": confirm(),
+		"cancel":  h.do("DELETE", "/reservations/"+id, auth, nil),
+		"get":     h.do("GET", "/reservations/"+id, auth, nil),
+	} {
+		if r.status != http.StatusServiceUnavailable || r.code() != "overloaded" || r.header.Get("Retry-After") != "1" {
+			t.Fatalf("%s with the reservation routes' budget full: %d %s, want 503 overloaded", name, r.status, r.body)
+		}
+	}
+	if r := h.reserve("phone", "bob", h.admit("phone", "bob"), "k", nil); r.status != http.StatusCreated {
+		t.Fatalf("a reserve while confirms hold their budget: %d %s", r.status, r.body)
+	}
+
+	close(st.release)
+	r = <-first
+	if r.status != http.StatusOK {
+		t.Fatalf("the held confirm: %d %s", r.status, r.body)
+	}
+	again := confirm()
+	if again.status != http.StatusOK || again.json(t)["orderId"] != r.json(t)["orderId"] {
+		t.Fatalf("the repeat: %d %s, want the same order as %s", again.status, again.body, r.body)
+	}
+}

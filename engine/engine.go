@@ -185,7 +185,7 @@ type Engine struct {
 	Store      flashsale.Store
 	Background flashsale.Store
 	// InFlight bounds the purchase path's requests in flight; nil when
-	// MaxInFlight < 0.
+	// MaxInFlight < 0, and at an edge, which has no purchase path.
 	InFlight *bulkhead.Bulkhead
 	Gate     flashsale.GateAdmin
 	Queue    waitroom.Queue
@@ -468,6 +468,8 @@ const DefaultBackgroundMaxConns = 4
 // hears so at once.
 const DefaultInFlightWait = 25 * time.Millisecond
 
+// poolStat reads a PostgreSQL pool's connections in use and its bound, for
+// the pool gauges.
 func poolStat(st *postgres.Store) func() (int32, int32) {
 	return func() (int32, int32) {
 		s := st.Pool().Stat()

@@ -4,6 +4,12 @@
 // services (warmer, sweeper, invariant watcher, outbox relay), behind the
 // HTTP API.
 //
+// The sale is isolated from everything else the server does: the purchase
+// path and the background work (and the operator) reach PostgreSQL through
+// pools of their own, and the purchase path holds a bounded number of
+// requests in flight, a bounded share of them per sale, shedding the rest
+// with 503 overloaded (package bulkhead).
+//
 // cmd/flashsale serves it; tests and the rehearsal run it in process.
 package engine
 
@@ -23,6 +29,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/bulkhead"
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/challenge"
 	"github.com/flashsale/flashsale/control"
@@ -60,8 +67,30 @@ type Config struct {
 	// DatabaseURL, when set (postgres://...), puts the record in
 	// PostgreSQL.
 	DatabaseURL string
-	// DatabaseMaxConns bounds the record's connection pool (PostgreSQL).
+	// DatabaseMaxConns bounds the purchase path's connection pool
+	// (PostgreSQL; default postgres.DefaultMaxConns).
 	DatabaseMaxConns int32
+	// BackgroundMaxConns bounds the PostgreSQL pool of everything but the
+	// purchase path and the relay: sweeper, reconciler, invariant watcher,
+	// warmer, drawer, catalog refreshes, snapshots and the operator
+	// routes (default 4). The two pools are separate budgets, so a sale
+	// that exhausts its own cannot stop the sweeper, the watcher or the
+	// operator, nor they the sale.
+	BackgroundMaxConns int32
+	// MaxInFlight bounds the purchase requests in flight (reserve, and
+	// get, confirm and cancel of a reservation); past it they are shed
+	// with 503 overloaded before doing any work. Zero means twice the
+	// purchase path's connections (DatabaseMaxConns, or SQLite's writer
+	// and readers); below zero, no bound.
+	MaxInFlight int
+	// SaleMaxInFlight is one sale's share of MaxInFlight, so that a big
+	// sale cannot take the slots of a quiet one (default half of
+	// MaxInFlight, at least 1). Confirm, cancel and get of a reservation
+	// share one more budget of this size.
+	SaleMaxInFlight int
+	// InFlightWait is the longest a purchase request waits for a slot
+	// before it is shed (default 25ms; below zero, none).
+	InFlightWait time.Duration
 	// UserJWTSecret verifies shopper JWTs with HS256; UserJWTPublicKey
 	// (PEM) with EdDSA or RS256. With neither, the development key is used.
 	UserJWTSecret    string
@@ -93,8 +122,12 @@ type Config struct {
 	// WrapGate, when set, wraps the gate every part uses: fault drills
 	// put a faulty gate in front of the real one.
 	WrapGate func(flashsale.GateAdmin) flashsale.GateAdmin
-	// WrapStore, when set, wraps the record every part uses.
+	// WrapStore, when set, wraps the record the purchase path uses.
 	WrapStore func(flashsale.Store) flashsale.Store
+	// WrapBackground, when set, wraps the record the background work and
+	// the operator routes use (its own pool on PostgreSQL; with SQLite
+	// the same store as the purchase path's, before WrapStore).
+	WrapBackground func(flashsale.Store) flashsale.Store
 	// Role is httpapi.RoleAll (default), RoleEdge or RoleOrigin. An edge
 	// needs RedisURL (the queue it shares with the origin) and OriginURL.
 	Role string
@@ -144,9 +177,16 @@ type Config struct {
 // Engine is an assembled server. Its Handler serves the API; Start runs the
 // background services; Close releases everything.
 type Engine struct {
-	Config   Config
-	Handler  http.Handler
-	Store    flashsale.Store
+	Config  Config
+	Handler http.Handler
+	// Store is the record as the purchase path uses it; Background as
+	// the background services and the operator routes do. On PostgreSQL
+	// each has a pool of its own; on SQLite they are one store.
+	Store      flashsale.Store
+	Background flashsale.Store
+	// InFlight bounds the purchase path's requests in flight; nil when
+	// MaxInFlight < 0, and at an edge, which has no purchase path.
+	InFlight *bulkhead.Bulkhead
 	Gate     flashsale.GateAdmin
 	Queue    waitroom.Queue
 	Tokens   *token.Keyring
@@ -236,9 +276,13 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if err := e.openStore(ctx); err != nil {
 		return nil, err
 	}
+	if cfg.WrapBackground != nil {
+		e.Background = cfg.WrapBackground(e.Background)
+	}
 	if cfg.WrapStore != nil {
 		e.Store = cfg.WrapStore(e.Store)
 	}
+	e.openInFlight()
 	if err := e.openGate(ctx); err != nil {
 		return nil, err
 	}
@@ -247,14 +291,14 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	}
 
 	logger := cfg.Logger
-	e.Catalog = catalog.New(e.Store, catalog.Config{Now: cfg.Now, Logger: logger})
-	e.Control = control.New(control.Config{Store: e.Store, Gate: e.Gate, Catalog: e.Catalog, Now: cfg.Now,
+	e.Catalog = catalog.New(e.Background, catalog.Config{Now: cfg.Now, Logger: logger})
+	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Catalog: e.Catalog, Now: cfg.Now,
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
-	e.Snapshots = &waitroom.OriginSnapshots{Catalog: e.Catalog, Gate: e.Gate, Store: e.Store, Queue: e.Queue, Now: cfg.Now}
+	e.Snapshots = &waitroom.OriginSnapshots{Catalog: e.Catalog, Gate: e.Gate, Store: e.Background, Queue: e.Queue, Now: cfg.Now}
 	e.Pacer = waitroom.NewPacer(waitroom.PacerConfig{Queue: e.Queue, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Holder: cfg.Source, Tick: cfg.PaceTick, AdmissionTTL: cfg.AdmissionTTL, Logger: logger})
-	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Store, Sales: e.Catalog, Now: cfg.Now,
+	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
 		Limiter: e.limiter, Suspect: e.suspect,
@@ -262,9 +306,9 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
-	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Store, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
+	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Background, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
-	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Store, Sales: e.Catalog,
+	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Background, Sales: e.Catalog,
 		Pause: e.Control.FailClosed, Now: cfg.Now, Interval: cfg.InvariantInterval, Logger: logger, Metrics: e.Metrics})
 	if e.sharded != nil {
 		e.Rebalancer = rebalance.New(rebalance.Config{Gate: e.sharded, Sales: e.Catalog,
@@ -276,8 +320,8 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	e.Handler = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
 		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
-		Store: e.Store, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
-		AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
+		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
+		InFlight: e.InFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
 	return e, nil
 }
 
@@ -365,6 +409,18 @@ func (e *Engine) openStore(ctx context.Context) error {
 		}
 		e.Store = st
 		e.closers = append(e.closers, st.Close)
+		e.Metrics.RecordPool("purchase", poolStat(st))
+		conns := cfg.BackgroundMaxConns
+		if conns <= 0 {
+			conns = DefaultBackgroundMaxConns
+		}
+		bg, err := st.Sibling(ctx, conns)
+		if err != nil {
+			return fmt.Errorf("open the background PostgreSQL pool: %w", err)
+		}
+		e.Background = bg
+		e.closers = append(e.closers, bg.Close)
+		e.Metrics.RecordPool("background", poolStat(bg))
 		if cfg.EventsSink != "none" {
 			conns := cfg.OutboxMaxConns
 			if conns <= 0 {
@@ -376,6 +432,7 @@ func (e *Engine) openStore(ctx context.Context) error {
 			}
 			e.relayStore = rs
 			e.closers = append(e.closers, rs.Close)
+			e.Metrics.RecordPool("relay", poolStat(rs))
 		}
 		return nil
 	}
@@ -388,10 +445,69 @@ func (e *Engine) openStore(ctx context.Context) error {
 	}
 	e.Store = st
 	e.closers = append(e.closers, st.Close)
+	// SQLite has one writer, which no second pool could multiply: the
+	// background work shares the store, and its writes queue for the
+	// writer with the purchase path's. What isolates the sale here is the
+	// bound on purchase requests in flight (openInFlight), which keeps the
+	// writer's queue short.
+	e.Background = st
 	// SQLite has one writer: the relay's claims queue for it with every
 	// other write, one statement per batch, so it shares the store.
 	e.relayStore = st
 	return nil
+}
+
+// DefaultBackgroundMaxConns is the size of the background work's own
+// PostgreSQL pool unless Config.BackgroundMaxConns says otherwise: enough
+// for the sweeper, the watcher, the warmer and an operator at once.
+const DefaultBackgroundMaxConns = 4
+
+// DefaultInFlightWait is how long a purchase request waits for a slot
+// unless Config.InFlightWait says otherwise: long enough to ride out a
+// slot that frees within a record write, short enough that a shed shopper
+// hears so at once.
+const DefaultInFlightWait = 25 * time.Millisecond
+
+// poolStat reads a PostgreSQL pool's connections in use and its bound, for
+// the pool gauges.
+func poolStat(st *postgres.Store) func() (int32, int32) {
+	return func() (int32, int32) {
+		s := st.Pool().Stat()
+		return s.AcquiredConns(), s.MaxConns()
+	}
+}
+
+// purchaseConns is how many connections the purchase path reaches the
+// record through: the PostgreSQL pool, or SQLite's writer and readers.
+func (e *Engine) purchaseConns() int {
+	switch {
+	case e.Config.DatabaseURL == "":
+		return 1 + sqlite.DefaultReadConns
+	case e.Config.DatabaseMaxConns > 0:
+		return int(e.Config.DatabaseMaxConns)
+	}
+	return postgres.DefaultMaxConns
+}
+
+// openInFlight sizes the purchase path's bulkhead from the configuration:
+// by default twice its connections, so that every connection has a request
+// ready for it and no more than one more waits.
+func (e *Engine) openInFlight() {
+	cfg := e.Config
+	if cfg.MaxInFlight < 0 {
+		return
+	}
+	limit := cfg.MaxInFlight
+	if limit == 0 {
+		limit = 2 * e.purchaseConns()
+	}
+	wait := cfg.InFlightWait
+	if wait == 0 {
+		wait = DefaultInFlightWait
+	}
+	e.InFlight = bulkhead.New(bulkhead.Config{Max: limit, PerKey: cfg.SaleMaxInFlight, Wait: wait})
+	sized := e.InFlight.Config()
+	e.Metrics.PurchaseInFlight(e.InFlight.InFlight, sized.Max, sized.PerKey)
 }
 
 // eventsWritten wakes the relay after a commit that wrote events.
@@ -466,7 +582,7 @@ func (e *Engine) openGate(ctx context.Context) error {
 	e.sharded = fsredis.NewSharded(fsredis.ShardedConfig{
 		Config: fsredis.Config{Client: client, Prefix: cfg.RedisPrefix, Now: cfg.Now},
 		Shards: func(ctx context.Context, saleID string) (int, error) {
-			sale, err := e.Store.Sale(ctx, saleID)
+			sale, err := e.Background.Sale(ctx, saleID)
 			if err != nil {
 				return 0, err
 			}

@@ -67,6 +67,11 @@ func newHarness(t *testing.T, b backend, tweak ...func(*engine.Config)) *harness
 		// the production default back.
 		GateTimeout:   5 * time.Second,
 		RecordTimeout: 30 * time.Second,
+		// The scenarios fire up to a thousand reserves at once to test
+		// the counts, not the shedding: the bound on requests in flight
+		// is set above them (isolation_test.go tests the default sizes'
+		// mechanism with bounds small enough to reach).
+		MaxInFlight: 4096,
 	}
 	if b.postgres {
 		cfg.DatabaseURL = testenv.Postgres(t)

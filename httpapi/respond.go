@@ -34,6 +34,7 @@ var statusOf = map[flashsale.Code]int{
 	flashsale.CodeRateLimited:          http.StatusTooManyRequests,
 	flashsale.CodeSalePaused:           http.StatusServiceUnavailable,
 	flashsale.CodeUnavailable:          http.StatusServiceUnavailable,
+	flashsale.CodeOverloaded:           http.StatusServiceUnavailable,
 	flashsale.CodeSoldOut:              http.StatusConflict,
 	flashsale.CodeLimitReached:         http.StatusConflict,
 	flashsale.CodeReservationExpired:   http.StatusConflict,

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/bulkhead"
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/control"
 	"github.com/flashsale/flashsale/identity"
@@ -68,6 +69,10 @@ type Config struct {
 	Snapshots  *waitroom.OriginSnapshots
 	Pacer      *waitroom.Pacer
 	AdminToken string
+	// InFlight bounds the purchase routes (reserve, and get, confirm and
+	// cancel of a reservation): a request that finds no slot is answered
+	// 503 overloaded before it does any work. Nil bounds nothing.
+	InFlight *bulkhead.Bulkhead
 	// Ready reports whether an edge can answer (its snapshots are fresh);
 	// the origin asks its stores instead.
 	Ready   func(ctx context.Context) error
@@ -376,6 +381,8 @@ func layerOf(code flashsale.Code) string {
 		return metrics.LayerEligibility
 	case flashsale.CodeSoldOut, flashsale.CodeLimitReached, flashsale.CodeAdmissionUsed, flashsale.CodeSalePaused:
 		return metrics.LayerGate
+	case flashsale.CodeOverloaded:
+		return metrics.LayerCapacity
 	}
 	return metrics.LayerRecord
 }

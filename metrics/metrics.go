@@ -21,6 +21,9 @@ const (
 	LayerEligibility = "eligibility"
 	LayerGate        = "gate"
 	LayerRecord      = "record"
+	// LayerCapacity sheds what the purchase path has no slot for
+	// (package bulkhead), before any of the layers behind it is asked.
+	LayerCapacity = "capacity"
 )
 
 // Metrics holds the collectors. Safe for concurrent use.
@@ -312,4 +315,51 @@ func itoa(i int) string {
 		b[n] = '-'
 	}
 	return string(b[n:])
+}
+
+// PurchaseInFlight publishes the purchase path's requests in flight, its
+// bound and one sale's share of it (package bulkhead), read from inFlight and limit at each scrape. A
+// gauge at its bound is a sale being shed; the sheds themselves are
+// flashsale_rejections_total{layer="capacity",code="overloaded"}.
+func (m *Metrics) PurchaseInFlight(inFlight func() int, limit, saleLimit int) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashsale_purchase_in_flight",
+			Help: "Purchase requests (reserve, confirm, cancel, get a reservation) in flight now.",
+		}, func() float64 { return float64(inFlight()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashsale_purchase_in_flight_limit",
+			Help: "The bound on purchase requests in flight (--max-in-flight); past it they are shed with 503 overloaded.",
+		}, func() float64 { return float64(limit) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashsale_purchase_sale_in_flight_limit",
+			Help: "One sale's share of the purchase requests in flight (--sale-max-in-flight).",
+		}, func() float64 { return float64(saleLimit) }),
+	)
+}
+
+// RecordPool publishes a record connection pool's connections in use and
+// its bound, read from stat at each scrape, labelled with the pool's name
+// (purchase, background, relay): a pool at its bound is the saturation
+// that isolation keeps from spreading.
+func (m *Metrics) RecordPool(name string, stat func() (inUse, max int32)) {
+	if m == nil {
+		return
+	}
+	labels := prometheus.Labels{"pool": name}
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "flashsale_record_pool_in_use",
+			Help:        "Connections of the record's pool in use now, by pool.",
+			ConstLabels: labels,
+		}, func() float64 { n, _ := stat(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "flashsale_record_pool_max",
+			Help:        "The bound of the record's pool, by pool.",
+			ConstLabels: labels,
+		}, func() float64 { _, n := stat(); return float64(n) }),
+	)
 }

@@ -51,11 +51,17 @@ func startServer(t *testing.T, dataDir string, extra ...string) (string, func() 
 // startServerOut is startServer that also returns what serve prints.
 func startServerOut(t *testing.T, dataDir string, extra ...string) (string, func() error, *syncBuffer) {
 	t.Helper()
+	return startServerEnv(t, dataDir, nil, extra...)
+}
+
+// startServerEnv is startServerOut with an environment.
+func startServerEnv(t *testing.T, dataDir string, environ map[string]string, extra ...string) (string, func() error, *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stdout, stderr := new(syncBuffer), new(syncBuffer)
 	done := make(chan error, 1)
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--data-dir", dataDir}, extra...)
-	go func() { done <- run(ctx, args, env(nil), stdout, stderr) }()
+	go func() { done <- run(ctx, args, env(environ), stdout, stderr) }()
 	re := regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -192,7 +198,9 @@ func TestTokenCommand(t *testing.T) {
 }
 
 func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{}, {"nope"}, {"token"}, {"serve", "--addr"}, {"sale", "explode"}, {"sale", "show"}} {
+	for _, args := range [][]string{{}, {"nope"}, {"token"}, {"serve", "--addr"}, {"sale", "explode"}, {"sale", "show"},
+		{"serve", "--max-in-flight", "-2"}, {"serve", "--sale-max-in-flight", "-1"}, {"serve", "--in-flight-wait", "-1s"},
+		{"serve", "--background-max-conns", "0"}} {
 		var o, e bytes.Buffer
 		err := run(context.Background(), args, env(nil), &o, &e)
 		if err == nil || exitCode(err) != 2 {
@@ -301,5 +309,45 @@ func TestServeDemo(t *testing.T) {
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestServeInFlightBounds: the purchase path's bound is twice its
+// connections by default (SQLite: the writer and four readers), and the
+// flags set it, here through their environment variables.
+func TestServeInFlightBounds(t *testing.T) {
+	gauge := func(base, name string) string {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := regexp.MustCompile(`(?m)^` + name + ` (\d+)$`).FindStringSubmatch(string(b))
+		if m == nil {
+			t.Fatalf("no %s in /metrics", name)
+		}
+		return m[1]
+	}
+	base, stop, _ := startServerEnv(t, t.TempDir(), nil)
+	if got := gauge(base, "flashsale_purchase_in_flight_limit"); got != "10" {
+		t.Errorf("default bound %s, want 10 (2 × (1 writer + 4 readers))", got)
+	}
+	if got := gauge(base, "flashsale_purchase_sale_in_flight_limit"); got != "5" {
+		t.Errorf("default share of a sale %s, want half the bound, 5", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	base, stop, _ = startServerEnv(t, t.TempDir(), map[string]string{
+		"FLASHSALE_MAX_IN_FLIGHT": "6", "FLASHSALE_SALE_MAX_IN_FLIGHT": "2", "FLASHSALE_IN_FLIGHT_WAIT": "0"})
+	if got := gauge(base, "flashsale_purchase_in_flight_limit"); got != "6" {
+		t.Errorf("bound from FLASHSALE_MAX_IN_FLIGHT=6: %s", got)
+	}
+	if got := gauge(base, "flashsale_purchase_sale_in_flight_limit"); got != "2" {
+		t.Errorf("share from FLASHSALE_SALE_MAX_IN_FLIGHT=2: %s", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -29,7 +29,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	redisURL := fs.String("redis-url", "", "redis://host:port/db puts the stock gate in Redis; redis://host:port?addr=host:port&addr=host:port a Redis Cluster")
 	redisPrefix := fs.String("redis-prefix", "fs:", "prefix of every Redis key")
 	databaseURL := fs.String("database-url", "", "postgres://... puts the record in PostgreSQL (default: SQLite in --data-dir)")
-	dbMaxConns := fs.Int("database-max-conns", 16, "PostgreSQL connection pool size")
+	dbMaxConns := fs.Int("database-max-conns", 16, "PostgreSQL connection pool of the purchase path")
+	bgMaxConns := fs.Int("background-max-conns", int(engine.DefaultBackgroundMaxConns),
+		"PostgreSQL connections of the background work and the operator routes, a pool apart from --database-max-conns")
+	maxInFlight := fs.Int("max-in-flight", 0,
+		"purchase requests in flight at once, past which they are shed with 503 overloaded (0: twice the purchase path's connections; -1: no bound)")
+	saleMaxInFlight := fs.Int("sale-max-in-flight", 0, "one sale's share of --max-in-flight (0: half of it, at least 1)")
+	inFlightWait := fs.Duration("in-flight-wait", engine.DefaultInFlightWait,
+		"longest a purchase request waits for a slot before it is shed (0: none)")
 	jwtSecret := fs.String("user-jwt-secret", "", "HS256 secret for shopper JWTs (default: the development key, with a warning)")
 	jwtPublicKey := fs.String("user-jwt-public-key", "", "PEM file of the EdDSA or RS256 public key for shopper JWTs")
 	adminToken := fs.String("admin-token", "", "bearer token for /admin/ (default: /admin/ answers only on loopback)")
@@ -78,6 +85,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if *outboxMaxConns < 1 {
 		return usageError{"serve: --outbox-max-conns must be at least 1"}
 	}
+	if *bgMaxConns < 1 {
+		return usageError{"serve: --background-max-conns must be at least 1"}
+	}
+	if *maxInFlight < -1 || *saleMaxInFlight < 0 || *inFlightWait < 0 {
+		return usageError{"serve: --max-in-flight must be -1 (no bound), 0 (the default) or more, --sale-max-in-flight and --in-flight-wait 0 or more"}
+	}
+	// The engine reads a zero wait as its default; here 0 means none.
+	wait := *inFlightWait
+	if wait == 0 {
+		wait = -1
+	}
 	var pem []byte
 	if *jwtPublicKey != "" {
 		if pem, err = os.ReadFile(*jwtPublicKey); err != nil {
@@ -108,6 +126,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		NATSStream:       *natsStream,
 		NATSSubject:      *natsSubject,
 		OutboxMaxConns:   int32(*outboxMaxConns),
+
+		BackgroundMaxConns: int32(*bgMaxConns),
+		MaxInFlight:        *maxInFlight,
+		SaleMaxInFlight:    *saleMaxInFlight,
+		InFlightWait:       wait,
 	})
 	if err != nil {
 		return err
@@ -151,6 +174,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintf(stdout, "flashsale listening on %s (edge of %s)\n", base, *originURL)
 	} else {
 		logger.Info("flashsale listening", "addr", base, "role", *role, "record", store, "gate", gate, "events", *eventsSink)
+		if eng.InFlight != nil {
+			b := eng.InFlight.Config()
+			logger.Info("purchase path bounded: past these, requests are shed with 503 overloaded",
+				"max_in_flight", b.Max, "sale_max_in_flight", b.PerKey, "in_flight_wait", max(b.Wait, 0).String())
+		}
 		fmt.Fprintf(stdout, "flashsale listening on %s (role: %s, record: %s, gate: %s, events: %s)\n", base, *role, store, gate, *eventsSink)
 	}
 

@@ -1,0 +1,231 @@
+package bulkhead
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		in         Config
+		max, share int
+	}{
+		{Config{Max: 32}, 32, 16},
+		{Config{Max: 1}, 1, 1},
+		{Config{Max: 0}, 1, 1},
+		{Config{Max: 8, PerKey: 20}, 8, 8},
+		{Config{Max: 8, PerKey: 3}, 8, 3},
+	} {
+		got := New(tc.in).Config()
+		if got.Max != tc.max || got.PerKey != tc.share {
+			t.Errorf("New(%+v): max %d per key %d, want %d and %d", tc.in, got.Max, got.PerKey, tc.max, tc.share)
+		}
+	}
+}
+
+// hold takes n slots for key and returns their releases.
+func hold(t *testing.T, b *Bulkhead, key string, n int) []func() {
+	t.Helper()
+	var out []func()
+	for i := 0; i < n; i++ {
+		release, ok := b.Acquire(context.Background(), key)
+		if !ok {
+			t.Fatalf("slot %d of %s shed", i, key)
+		}
+		out = append(out, release)
+	}
+	return out
+}
+
+// TestShedsAtOnceWhenFull: with no wait, the request past the bound is
+// shed, and the same request succeeds once a slot is given back.
+func TestShedsAtOnceWhenFull(t *testing.T) {
+	b := New(Config{Max: 4, PerKey: 4})
+	held := hold(t, b, "a", 4)
+	if _, ok := b.Acquire(context.Background(), "a"); ok {
+		t.Fatal("a fifth slot was handed out")
+	}
+	if b.Shed() != 1 || b.InFlight() != 4 {
+		t.Fatalf("shed %d in flight %d, want 1 and 4", b.Shed(), b.InFlight())
+	}
+	held[0]()
+	held[0]() // a second release gives back nothing more
+	if b.InFlight() != 3 {
+		t.Fatalf("in flight %d after one release (twice), want 3", b.InFlight())
+	}
+	release, ok := b.Acquire(context.Background(), "a")
+	if !ok {
+		t.Fatal("the repeat was shed with a slot free")
+	}
+	release()
+	for _, r := range held[1:] {
+		r()
+	}
+	if b.InFlight() != 0 || b.InFlightOf("a") != 0 {
+		t.Fatalf("in flight %d (a: %d) after every release", b.InFlight(), b.InFlightOf("a"))
+	}
+}
+
+// TestPerKeyShare: a key that holds its share is shed while another key
+// still finds slots.
+func TestPerKeyShare(t *testing.T) {
+	b := New(Config{Max: 6}) // three per key
+	hold(t, b, "big", 3)
+	if _, ok := b.Acquire(context.Background(), "big"); ok {
+		t.Fatal("the big sale took more than its share")
+	}
+	quiet := hold(t, b, "quiet", 3)
+	if b.InFlightOf("big") != 3 || b.InFlightOf("quiet") != 3 {
+		t.Fatalf("big %d quiet %d", b.InFlightOf("big"), b.InFlightOf("quiet"))
+	}
+	quiet[0]()
+	if _, ok := b.Acquire(context.Background(), "big"); ok {
+		t.Fatal("the big sale took the quiet one's freed slot beyond its share")
+	}
+}
+
+// TestWaiterGetsTheFreedSlot: a request waiting for a slot gets the first
+// one given back, ahead of its timeout.
+func TestWaiterGetsTheFreedSlot(t *testing.T) {
+	b := New(Config{Max: 2, PerKey: 2, Wait: time.Hour})
+	queued := make(chan string, 1)
+	b.queued = func(key string) { queued <- key }
+	held := hold(t, b, "a", 2)
+
+	got := make(chan bool)
+	go func() {
+		release, ok := b.Acquire(context.Background(), "a")
+		if ok {
+			defer release()
+		}
+		got <- ok
+	}()
+	<-queued
+	held[0]()
+	if !<-got {
+		t.Fatal("the waiter was shed although a slot was given back")
+	}
+	held[1]()
+}
+
+// TestWaiterWhoseKeyIsFullLetsOthersPass: a freed slot goes to the first
+// waiter whose key has room, not to one whose sale is at its share.
+func TestWaiterWhoseKeyIsFullLetsOthersPass(t *testing.T) {
+	b := New(Config{Max: 4, PerKey: 2, Wait: time.Hour})
+	queued := make(chan string, 2)
+	b.queued = func(key string) { queued <- key }
+	big := hold(t, b, "big", 2)
+	other := hold(t, b, "other", 2)
+
+	results := make(chan string, 2)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, key := range []string{"big", "quiet"} {
+		wg.Go(func() {
+			release, ok := b.Acquire(ctx, key)
+			if ok {
+				results <- key
+				release()
+				return
+			}
+			results <- "shed " + key
+		})
+		<-queued // big queues first
+	}
+	other[0]() // a slot of "other" frees: big is at its share, quiet is not
+	if got := <-results; got != "quiet" {
+		t.Fatalf("the freed slot went to %q, want quiet", got)
+	}
+	cancel() // big gives up waiting
+	if got := <-results; got != "shed big" {
+		t.Fatalf("big: %q, want shed", got)
+	}
+	wg.Wait()
+	for _, r := range append(big, other[1]) {
+		r()
+	}
+	if b.InFlight() != 0 {
+		t.Fatalf("in flight %d after every release", b.InFlight())
+	}
+}
+
+// TestWaitIsBounded: a request nobody frees a slot for is shed after the
+// wait, and no waiter is left behind.
+func TestWaitIsBounded(t *testing.T) {
+	b := New(Config{Max: 1, Wait: time.Millisecond})
+	hold(t, b, "a", 1)
+	if _, ok := b.Acquire(context.Background(), "a"); ok {
+		t.Fatal("a slot was handed out past the bound")
+	}
+	b.mu.Lock()
+	left := len(b.waiting)
+	b.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d waiters left behind", left)
+	}
+}
+
+// TestWaitersAreBounded: at most Max requests wait; the next is shed at
+// once.
+func TestWaitersAreBounded(t *testing.T) {
+	b := New(Config{Max: 1, Wait: time.Hour})
+	queued := make(chan string, 1)
+	b.queued = func(key string) { queued <- key }
+	release := hold(t, b, "a", 1)[0]
+	done := make(chan bool)
+	go func() {
+		r, ok := b.Acquire(context.Background(), "a")
+		if ok {
+			r()
+		}
+		done <- ok
+	}()
+	<-queued
+	if _, ok := b.Acquire(context.Background(), "a"); ok {
+		t.Fatal("a second waiter got a slot")
+	}
+	release()
+	if !<-done {
+		t.Fatal("the one waiter was shed")
+	}
+}
+
+// TestConcurrentNeverExceeds: under many goroutines, the bound and the
+// share hold at every moment, and every slot comes back.
+func TestConcurrentNeverExceeds(t *testing.T) {
+	b := New(Config{Max: 8, PerKey: 5, Wait: time.Millisecond})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	peak, peakKey := 0, map[string]int{}
+	for i := 0; i < 64; i++ {
+		key := []string{"a", "b", "c"}[i%3]
+		wg.Go(func() {
+			for j := 0; j < 50; j++ {
+				release, ok := b.Acquire(context.Background(), key)
+				if !ok {
+					continue
+				}
+				mu.Lock()
+				peak = max(peak, b.InFlight())
+				peakKey[key] = max(peakKey[key], b.InFlightOf(key))
+				mu.Unlock()
+				release()
+			}
+		})
+	}
+	wg.Wait()
+	if peak > 8 {
+		t.Fatalf("peak in flight %d, bound 8", peak)
+	}
+	for k, p := range peakKey {
+		if p > 5 {
+			t.Fatalf("peak of %s %d, share 5", k, p)
+		}
+	}
+	if b.InFlight() != 0 {
+		t.Fatalf("in flight %d at the end", b.InFlight())
+	}
+}

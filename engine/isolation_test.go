@@ -1,0 +1,437 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/engine"
+	"github.com/flashsale/flashsale/postgres"
+)
+
+// heldGate holds every reserve of the sales it is told to at the gate's
+// door until the test lets them go: each held reserve keeps its slot of
+// the purchase path, so the test fills the path exactly, without timing.
+type heldGate struct {
+	flashsale.GateAdmin
+	mu    sync.Mutex
+	hold  map[string]bool // sale ID -> hold its reserves
+	users map[string]int  // user -> gate calls on the purchase path
+	// entered is told of each held reserve, by user; release lets them go.
+	entered chan string
+	release chan struct{}
+}
+
+func newHeldGate() *heldGate {
+	return &heldGate{hold: map[string]bool{}, users: map[string]int{},
+		entered: make(chan string, 64), release: make(chan struct{})}
+}
+
+func (g *heldGate) holdSale(id string) {
+	g.mu.Lock()
+	g.hold[id] = true
+	g.mu.Unlock()
+}
+
+// calls returns how often the purchase path asked the gate about user.
+func (g *heldGate) calls(user string) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.users[user]
+}
+
+func (g *heldGate) Lookup(ctx context.Context, saleID, userID, key string) (flashsale.Hold, bool, error) {
+	g.mu.Lock()
+	g.users[userID]++
+	g.mu.Unlock()
+	return g.GateAdmin.Lookup(ctx, saleID, userID, key)
+}
+
+func (g *heldGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
+	g.mu.Lock()
+	g.users[r.UserID]++
+	held := g.hold[r.SaleID]
+	g.mu.Unlock()
+	if held {
+		g.entered <- r.UserID
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return flashsale.GateOutcome{}, ctx.Err()
+		}
+	}
+	return g.GateAdmin.Reserve(ctx, r)
+}
+
+// isolated is a harness whose purchase path holds at most max requests in
+// flight, share of them per sale, and sheds at once.
+func isolated(t *testing.T, b backend, g *heldGate, max, share int) *harness {
+	return newHarness(t, b, func(c *engine.Config) {
+		c.MaxInFlight, c.SaleMaxInFlight, c.InFlightWait = max, share, -1
+		// Long enough that a held reserve is never failed closed while
+		// the test holds it.
+		c.GateTimeout = time.Minute
+		c.WrapGate = func(inner flashsale.GateAdmin) flashsale.GateAdmin { g.GateAdmin = inner; return g }
+	})
+}
+
+// reserveAsync sends a reserve and delivers its answer on the channel.
+func (h *harness) reserveAsync(sku, user, admission, key string) <-chan response {
+	out := make(chan response, 1)
+	go func() { out <- h.reserve(sku, user, admission, key, nil) }()
+	return out
+}
+
+// TestSaturatedPathShedsAndTheRepeatSucceeds: with every slot of the
+// purchase path held, the next reserve is told 503 overloaded with
+// Retry-After at once, having done nothing (no gate call, no hold, no
+// remembered answer); once slots free, its repeat with the same key and
+// admission succeeds.
+func TestSaturatedPathShedsAndTheRepeatSucceeds(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := newHeldGate()
+		h := isolated(t, b, g, 2, 2)
+		sale := h.createSale("phone", map[string]any{"initialStock": 10})
+		adm := map[string]string{}
+		for _, u := range []string{"alice", "bob", "carol"} {
+			adm[u] = h.admit("phone", u)
+		}
+		g.holdSale(sale["saleId"].(string))
+
+		alice := h.reserveAsync("phone", "alice", adm["alice"], "a1")
+		bob := h.reserveAsync("phone", "bob", adm["bob"], "b1")
+		<-g.entered
+		<-g.entered // both slots are held at the gate's door
+
+		// Answered while the two are still held: carol waited for no slot.
+		r := h.reserve("phone", "carol", adm["carol"], "c1", nil)
+		if r.status != http.StatusServiceUnavailable || r.code() != "overloaded" || r.header.Get("Retry-After") != "1" {
+			t.Fatalf("reserve on a saturated path: %d %s (Retry-After %q), want 503 overloaded, Retry-After 1",
+				r.status, r.body, r.header.Get("Retry-After"))
+		}
+		if n := g.calls("carol"); n != 0 {
+			t.Fatalf("the shed reserve asked the gate %d times", n)
+		}
+		if _, err := h.eng.Store.ReservationByKey(context.Background(), sale["saleId"].(string), "carol", "c1"); !errors.Is(err, flashsale.ErrNotFound) {
+			t.Fatalf("the shed reserve left a reservation: %v", err)
+		}
+		if n := h.eng.InFlight.InFlight(); n != 2 {
+			t.Fatalf("%d in flight, want the 2 held", n)
+		}
+		view := h.sale("phone")
+		if rej := view["rejections"].(map[string]any); rej["overloaded"] != 1.0 {
+			t.Fatalf("rejections %v, want overloaded 1", rej)
+		}
+		if m := h.metrics(); !strings.Contains(m, `flashsale_rejections_total{code="overloaded",layer="capacity"} 1`) ||
+			!strings.Contains(m, "flashsale_purchase_in_flight 2") {
+			t.Fatalf("metrics do not show the shed and the slots held:\n%s", grepLines(m, "overloaded", "in_flight"))
+		}
+
+		close(g.release)
+		for name, ch := range map[string]<-chan response{"alice": alice, "bob": bob} {
+			if r := <-ch; r.status != http.StatusCreated {
+				t.Fatalf("%s's held reserve: %d %s", name, r.status, r.body)
+			}
+		}
+		again := h.reserve("phone", "carol", adm["carol"], "c1", nil)
+		if again.status != http.StatusCreated {
+			t.Fatalf("the repeat with the same key: %d %s", again.status, again.body)
+		}
+		if counter, totals := h.exact("phone"); counter != 7 || totals.Pending != 3 {
+			t.Fatalf("counter %d pending %d, want 7 and 3", counter, totals.Pending)
+		}
+		if n := h.eng.InFlight.InFlight(); n != 0 {
+			t.Fatalf("%d slots still taken after every answer", n)
+		}
+	})
+}
+
+// TestQuietSaleFindsSlots: a big sale that holds its whole share of the
+// slots has its next reserve shed, while a quiet sale's reserve, on the
+// same server at the same moment, succeeds.
+func TestQuietSaleFindsSlots(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		g := newHeldGate()
+		h := isolated(t, b, g, 4, 2)
+		big := h.createSale("console", map[string]any{"initialStock": 100})
+		h.createSale("teapot", map[string]any{"initialStock": 5})
+		adm := map[string]string{}
+		for _, u := range []string{"alice", "bob", "carol"} {
+			adm[u] = h.admit("console", u)
+		}
+		dave := h.admit("teapot", "dave")
+		g.holdSale(big["saleId"].(string))
+
+		held := []<-chan response{
+			h.reserveAsync("console", "alice", adm["alice"], "k"),
+			h.reserveAsync("console", "bob", adm["bob"], "k"),
+		}
+		<-g.entered
+		<-g.entered
+
+		if r := h.reserve("console", "carol", adm["carol"], "k", nil); r.status != http.StatusServiceUnavailable || r.code() != "overloaded" {
+			t.Fatalf("the big sale past its share: %d %s, want 503 overloaded", r.status, r.body)
+		}
+		if r := h.reserve("teapot", "dave", dave, "k", nil); r.status != http.StatusCreated {
+			t.Fatalf("the quiet sale's reserve while the big one holds its share: %d %s", r.status, r.body)
+		}
+		if got := h.sale("teapot")["rejections"].(map[string]any); len(got) != 0 {
+			t.Fatalf("the quiet sale was told no: %v", got)
+		}
+
+		close(g.release)
+		for _, ch := range held {
+			if r := <-ch; r.status != http.StatusCreated {
+				t.Fatalf("held reserve: %d %s", r.status, r.body)
+			}
+		}
+		if r := h.reserve("console", "carol", adm["carol"], "k", nil); r.status != http.StatusCreated {
+			t.Fatalf("the big sale's repeat once its slots freed: %d %s", r.status, r.body)
+		}
+	})
+}
+
+// TestBadInputIsNeverShed: on a saturated path, a malformed reserve is
+// still told 400 (its own fault), and an unauthenticated one 401; only
+// well-formed requests are shed.
+func TestBadInputIsNeverShed(t *testing.T) {
+	g := newHeldGate()
+	h := isolated(t, backends[0], g, 1, 1)
+	sale := h.createSale("phone", nil)
+	adm := h.admit("phone", "alice")
+	g.holdSale(sale["saleId"].(string))
+	held := h.reserveAsync("phone", "alice", adm, "k")
+	<-g.entered
+
+	if r := h.reserve("phone", "bob", "x", "", nil); r.status != http.StatusBadRequest {
+		t.Fatalf("no Idempotency-Key on a saturated path: %d %s, want 400", r.status, r.body)
+	}
+	if r := h.do("POST", "/sale/phone/reserve", map[string]string{"Idempotency-Key": "k"}, nil); r.status != http.StatusUnauthorized {
+		t.Fatalf("no shopper token on a saturated path: %d %s, want 401", r.status, r.body)
+	}
+	auth := map[string]string{"Authorization": "Bearer " + h.jwt("alice")}
+	if r := h.do("POST", "/reservations/res_x/confirm", auth, `{"paymentRef": 7}`); r.status != http.StatusBadRequest {
+		t.Fatalf("a malformed confirm on a saturated path: %d %s, want 400", r.status, r.body)
+	}
+	close(g.release)
+	if r := <-held; r.status != http.StatusCreated {
+		t.Fatalf("held reserve: %d %s", r.status, r.body)
+	}
+}
+
+// TestBackgroundPoolWorksWhileThePurchasePoolIsExhausted: on PostgreSQL,
+// with every connection of the purchase path's pool stuck (confirms
+// waiting on a row lock held elsewhere), the sweeper still expires holds,
+// the invariant watcher still checks, and the operator still sees the
+// sale: they have a pool of their own.
+func TestBackgroundPoolWorksWhileThePurchasePoolIsExhausted(t *testing.T) {
+	h := newHarness(t, backend{name: "memory+postgres", postgres: true}, func(c *engine.Config) {
+		c.DatabaseMaxConns, c.BackgroundMaxConns = 2, 2
+	})
+	ctx := context.Background()
+	h.createSale("long", map[string]any{"holdSeconds": 600})
+	h.createSale("short", map[string]any{"holdSeconds": 1})
+	r := h.reserve("long", "alice", h.admit("long", "alice"), "k", nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("reserve: %d %s", r.status, r.body)
+	}
+	held := r.json(t)["reservationId"].(string)
+	if r := h.reserve("short", "bob", h.admit("short", "bob"), "k", nil); r.status != http.StatusCreated {
+		t.Fatalf("reserve: %d %s", r.status, r.body)
+	}
+
+	// Another client locks alice's row; her confirms then wait on it, each
+	// holding a connection of the purchase pool, until it is full.
+	locker, err := pgx.Connect(ctx, h.eng.Config.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(ctx)
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM reservations WHERE reservation_id = $1 FOR UPDATE`, held); err != nil {
+		t.Fatal(err)
+	}
+	purchasePool := h.eng.Store.(*postgres.Store).Pool()
+	confirms := make(chan error, 2)
+	orders := make(chan string, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			o, err := h.eng.Purchase.Confirm(ctx, "alice", held, fmt.Sprintf("pay-%d", i))
+			if err == nil {
+				orders <- o.ID
+			}
+			confirms <- err
+		}()
+	}
+	waitFor(t, "the purchase pool to be exhausted", func() bool {
+		return purchasePool.Stat().AcquiredConns() == purchasePool.Stat().MaxConns()
+	})
+
+	// The purchase path cannot reach the record now...
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err = h.eng.Store.Reservation(short, held)
+	cancel()
+	if err == nil {
+		t.Fatal("the purchase path read the record through an exhausted pool")
+	}
+	// ...and the background work still can, well within a bound that
+	// the stuck confirms (RecordTimeout 30s) would outlast.
+	bg, cancelBg := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelBg()
+	h.clock.Advance(2 * time.Second)
+	units, err := h.eng.Sweeper.SweepOnce(bg)
+	if err != nil || units != 1 {
+		t.Fatalf("sweep while the purchase pool is exhausted: %d units, %v; want bob's 1", units, err)
+	}
+	if err := h.eng.Watcher.CheckAll(bg); err != nil {
+		t.Fatalf("invariant check while the purchase pool is exhausted: %v", err)
+	}
+	// (The test's own read of the sale goes through the background pool
+	// too: the harness's saleOf uses the purchase path's, which is stuck.)
+	shortSale, err := h.eng.Background.SaleBySKU(bg, "short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, ok := h.eng.Watcher.Last(shortSale.ID); !ok || !res.OK {
+		t.Fatalf("invariant of the short sale: %+v, %v", res, ok)
+	}
+	if v := h.sale("short"); v["expired"] != 1.0 || v["counter"] != 10.0 {
+		t.Fatalf("operator view while the purchase pool is exhausted: %v", v)
+	}
+	if n := purchasePool.Stat().AcquiredConns(); n != 2 {
+		t.Fatalf("the purchase pool has %d connections in use, want its 2 stuck confirms throughout", n)
+	}
+
+	// Let the confirms go: one makes the order, the other repeats it.
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-confirms; err != nil {
+			t.Fatalf("confirm after the lock went: %v", err)
+		}
+	}
+	if a, b := <-orders, <-orders; a != b {
+		t.Fatalf("two confirms made two orders: %s and %s", a, b)
+	}
+}
+
+// waitFor waits, at most 10s, until cond holds: a state the test reaches
+// through other goroutines, polled, not a sleep standing in for it.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// metrics returns the Prometheus text of /metrics.
+func (h *harness) metrics() string {
+	h.t.Helper()
+	resp, err := h.srv.Client().Get(h.srv.URL + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return string(b)
+}
+
+// grepLines returns the lines of text that contain any of words.
+func grepLines(text string, words ...string) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		for _, w := range words {
+			if strings.Contains(line, w) {
+				out = append(out, line)
+				break
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// heldConfirms holds every confirm at the record's door until the test
+// lets them go.
+type heldConfirms struct {
+	flashsale.Store
+	entered chan string
+	release chan struct{}
+}
+
+func (s *heldConfirms) ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error) {
+	s.entered <- userID
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	return s.Store.ConfirmReservation(ctx, id, userID, paymentRef, now)
+}
+
+// TestReservationRoutesShareOneBudget: confirm, cancel and reading a
+// reservation name no sale, so they share one budget of a sale's size:
+// with it full, the next is shed with 503 overloaded, while reserves still
+// find slots; once it frees, the repeat succeeds.
+func TestReservationRoutesShareOneBudget(t *testing.T) {
+	st := &heldConfirms{entered: make(chan string, 8), release: make(chan struct{})}
+	h := newHarness(t, backends[0], func(c *engine.Config) {
+		c.MaxInFlight, c.SaleMaxInFlight, c.InFlightWait = 2, 1, -1
+		c.WrapStore = func(inner flashsale.Store) flashsale.Store { st.Store = inner; return st }
+	})
+	h.createSale("phone", nil)
+	r := h.reserve("phone", "alice", h.admit("phone", "alice"), "k", nil)
+	if r.status != http.StatusCreated {
+		t.Fatalf("reserve: %d %s", r.status, r.body)
+	}
+	id := r.json(t)["reservationId"].(string)
+	auth := map[string]string{"Authorization": "Bearer " + h.jwt("alice")}
+	confirm := func() response { return h.do("POST", "/reservations/"+id+"/confirm", auth, `{"paymentRef": "p"}`) }
+
+	first := make(chan response, 1)
+	go func() { first <- confirm() }()
+	<-st.entered // the reservation routes' one slot is held
+
+	for name, r := range map[string]response{
+		"confirm": confirm(),
+		"cancel":  h.do("DELETE", "/reservations/"+id, auth, nil),
+		"get":     h.do("GET", "/reservations/"+id, auth, nil),
+	} {
+		if r.status != http.StatusServiceUnavailable || r.code() != "overloaded" || r.header.Get("Retry-After") != "1" {
+			t.Fatalf("%s with the reservation routes' budget full: %d %s, want 503 overloaded", name, r.status, r.body)
+		}
+	}
+	if r := h.reserve("phone", "bob", h.admit("phone", "bob"), "k", nil); r.status != http.StatusCreated {
+		t.Fatalf("a reserve while confirms hold their budget: %d %s", r.status, r.body)
+	}
+
+	close(st.release)
+	r = <-first
+	if r.status != http.StatusOK {
+		t.Fatalf("the held confirm: %d %s", r.status, r.body)
+	}
+	again := confirm()
+	if again.status != http.StatusOK || again.json(t)["orderId"] != r.json(t)["orderId"] {
+		t.Fatalf("the repeat: %d %s, want the same order as %s", again.status, again.body, r.body)
+	}
+}

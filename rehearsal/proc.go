@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -181,11 +182,20 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	clock := newVClock(start)
 	sink := &countSink{}
 	warn := &warnings{}
-	var counted *tally.Store
+	// Every call to the record is counted, on the purchase path's pool and
+	// on the background work's.
+	var counted [2]*tally.Store
 	ecfg := engine.Config{DataDir: dir, Now: clock.Now, Source: "rehearsal", Sink: sink,
 		Logger: slog.New(warn), RedisURL: cfg.RedisURL, DatabaseURL: cfg.DatabaseURL,
+		RedisPrefix: "rehearsal:" + strconv.FormatUint(cfg.Seed, 36) + ":",
 		GateTimeout: 5 * time.Second, RecordTimeout: 30 * time.Second,
-		WrapStore: func(st flashsale.Store) flashsale.Store { counted = tally.Wrap(st); return counted }}
+		WrapStore:      func(st flashsale.Store) flashsale.Store { counted[0] = tally.Wrap(st); return counted[0] },
+		WrapBackground: func(st flashsale.Store) flashsale.Store { counted[1] = tally.Wrap(st); return counted[1] }}
+	var watched *watchedGate
+	ecfg.WrapGate = func(g flashsale.GateAdmin) flashsale.GateAdmin {
+		watched = &watchedGate{GateAdmin: g, now: clock.Now}
+		return watched
+	}
 	e, err := engine.Open(ctx, ecfg)
 	if err != nil {
 		return nil, err
@@ -194,6 +204,7 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 
 	c := &procClient{e: e}
 	r := newRun(cfg, c, opensAt)
+	watched.run = r
 	c.sku = r.sku
 	sale, err := e.Control.Create(ctx, r.saleSpec())
 	if err != nil {
@@ -461,7 +472,6 @@ func (d *procDriver) sample(ctx context.Context, now time.Time) {
 	}
 	upTo, _ := d.e.Queue.Admitted(ctx, d.sale.ID)
 	d.unitsLeft.Store(snap.Counter)
-	d.observeCounter(snap.Counter, now)
 	dt := now.Sub(d.lastAt).Seconds()
 	rate := 0.0
 	if dt > 0 && !now.Before(d.opensAt) {
@@ -474,6 +484,38 @@ func (d *procDriver) sample(ctx context.Context, now time.Time) {
 		return
 	}
 	d.timeline = append(d.timeline, d.point(now, snap.Counter, snap.Won-snap.Restocked, upTo, rate, dt))
+}
+
+// watchedGate tells the run the moments the counter reaches zero and
+// leaves it, exactly, from the gate's own answers.
+type watchedGate struct {
+	flashsale.GateAdmin
+	now func() time.Time
+	run *run
+}
+
+func (g *watchedGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
+	out, err := g.GateAdmin.Reserve(ctx, r)
+	if err == nil && out.Verdict == flashsale.VerdictWon && g.run != nil {
+		g.run.observeCounter(out.Remaining, g.now())
+	}
+	return out, err
+}
+
+func (g *watchedGate) Restock(ctx context.Context, saleID, reservationID, source string) (bool, error) {
+	ok, err := g.GateAdmin.Restock(ctx, saleID, reservationID, source)
+	if ok && g.run != nil {
+		g.run.observeCounter(1, g.now())
+	}
+	return ok, err
+}
+
+func (g *watchedGate) Void(ctx context.Context, saleID string, h flashsale.Hold, source string) (bool, error) {
+	ok, err := g.GateAdmin.Void(ctx, saleID, h, source)
+	if ok && g.run != nil {
+		g.run.observeCounter(1, g.now())
+	}
+	return ok, err
 }
 
 // observeCounter keeps when the counter reached zero.
@@ -504,7 +546,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // figuresOf reads the sale's totals from the record and the gate: the
 // oversold check trusts them, not the shoppers' own count.
-func figuresOf(e *engine.Engine, sale *flashsale.Sale, counted *tally.Store) func(context.Context) (storeFigures, error) {
+func figuresOf(e *engine.Engine, sale *flashsale.Sale, counted [2]*tally.Store) func(context.Context) (storeFigures, error) {
 	return func(ctx context.Context) (storeFigures, error) {
 		var f storeFigures
 		t, err := e.Store.SaleTotals(ctx, sale.ID)
@@ -526,8 +568,11 @@ func figuresOf(e *engine.Engine, sale *flashsale.Sale, counted *tally.Store) fun
 				f.BotUnits += int64(o.Quantity)
 			}
 		}
-		if counted != nil {
-			f.RecordCalls, f.BackgroundRecordCalls = counted.Total(), counted.Background()
+		for _, c := range counted {
+			if c != nil {
+				f.RecordCalls += c.Total()
+				f.BackgroundRecordCalls += c.Background()
+			}
 		}
 		return f, nil
 	}

@@ -564,7 +564,10 @@ func (r *run) pay(i int, sh *shopper, now time.Time) time.Time {
 	case u < c.PayFail+c.Abandon+c.PayLate:
 		sh.fate = fateLate
 	}
-	paying := 2*time.Second + time.Duration(r.uniform(i, drawPay)*float64(min(r.cfg.Hold/2, 20*time.Second)))
+	// Paying takes a few seconds to half a minute, always inside the hold
+	// for those who pay in time.
+	u = r.uniform(i, drawPay)
+	paying := min(time.Duration(float64(r.cfg.Hold)*(0.1+0.6*u)), 2*time.Second+time.Duration(u*float64(20*time.Second)))
 	switch sh.fate {
 	case fateAbandon:
 		r.stats.abandoned.Add(1)

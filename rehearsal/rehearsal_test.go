@@ -1,0 +1,151 @@
+package rehearsal_test
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/engine"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/rehearsal"
+)
+
+// check asserts what every rehearsal must show, whoever ran it: nothing
+// oversold and the invariant exact by the record, every unit sold, no hold
+// left pending, and the report renders.
+func check(t *testing.T, rep *rehearsal.Report, units int) {
+	t.Helper()
+	s := rep.Store
+	if rep.Oversold != 0 || s.Counter+s.Confirmed+s.Pending != s.Initial || s.Initial != int64(units) {
+		t.Fatalf("the record: %+v, oversold %d", s, rep.Oversold)
+	}
+	if s.Confirmed != int64(units) || s.Pending != 0 || s.Counter != 0 {
+		t.Fatalf("not every unit sold, or holds left: %+v", s)
+	}
+	if rep.Confirmed != s.Confirmed {
+		t.Errorf("the shoppers counted %d orders, the record %d", rep.Confirmed, s.Confirmed)
+	}
+	if rep.Arrived != int64(rep.Config.Users) {
+		t.Errorf("%d of %d shoppers arrived", rep.Arrived, rep.Config.Users)
+	}
+	if !rep.SoldOutSeen || rep.SoldOutAnnounced > time.Second {
+		t.Errorf("sold out announced %v after the last unit (seen: %v)", rep.SoldOutAnnounced, rep.SoldOutSeen)
+	}
+	var text, page bytes.Buffer
+	rep.WriteText(&text)
+	for _, want := range []string{"The funnel", "oversold 0", "counter + confirmed + pending == initial: holds", "status"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text report lacks %q:\n%s", want, text.String())
+		}
+	}
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<svg", "Nothing oversold", "Units left"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the HTML report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(text.String())
+	}
+}
+
+// In process, on a compressed clock: a crowd thirty times the stock, some
+// failing payment, walking away and paying late, buys exactly the stock;
+// the holds that expired or were cancelled were sold again; and no
+// rejected request of the funnel touched the record.
+func TestInProcess(t *testing.T) {
+	rep, err := rehearsal.Run(context.Background(), rehearsal.Config{Users: 3000, Units: 100, Seed: 7,
+		PayFail: 0.1, Abandon: 0.1, PayLate: 0.05, Hold: 10 * time.Second, ChallengeBits: 4, MinAccountAge: 72 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, rep, 100)
+	if !rep.Compressed || rep.SaleTime <= rep.Wall {
+		t.Errorf("time not compressed: %v of sale in %v", rep.SaleTime, rep.Wall)
+	}
+	if rep.Store.Expired == 0 || rep.Store.Cancelled == 0 || rep.PaidLate == 0 || rep.Challenged == 0 {
+		t.Errorf("the crowd did not exercise the holds and the challenge: %+v, late %d, challenged %d", rep.Store, rep.PaidLate, rep.Challenged)
+	}
+	if rep.StalePolls != 0 {
+		t.Errorf("%d polls answered as if units remained more than a second after the last went", rep.StalePolls)
+	}
+	for _, rf := range rep.Routes {
+		switch rf.Route {
+		case "ticket", "status", "admission", "reserve":
+			if rf.Rejected > 0 && rf.RecordPerRejected != 0 {
+				t.Errorf("%s: rejected requests made %.2f record calls each", rf.Route, rf.RecordPerRejected)
+			}
+		}
+	}
+}
+
+// Under random fairness, bots (arriving first, polling ten times faster,
+// sharing cards, young accounts) win at most half their share of the
+// crowd.
+func TestBotsUnderRandom(t *testing.T) {
+	rep, err := rehearsal.Run(context.Background(), rehearsal.Config{Users: 4000, Units: 100, Seed: 11,
+		Bots: 0.2, Fairness: flashsale.FairnessRandom, Hold: 10 * time.Second, ChallengeBits: 4, MinAccountAge: 72 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, rep, 100)
+	if rep.BotPopulationShare < 0.19 || rep.BotPopulationShare > 0.21 {
+		t.Fatalf("bots were %.3f of the crowd, want 0.2", rep.BotPopulationShare)
+	}
+	if rep.BotUnitShare > rep.BotPopulationShare/2 {
+		t.Errorf("bots won %.3f of the units, more than half their share of the crowd (%.3f)", rep.BotUnitShare, rep.BotPopulationShare)
+	}
+}
+
+// Against a server on Redis and PostgreSQL over HTTP, in real time: the
+// same shoppers, the same checks, the figures read from the operator's
+// routes, and the quiet sale and the plain query measured beside.
+func TestAgainstServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a sale in real time")
+	}
+	// The real components: the gate in Redis, the record in PostgreSQL.
+	dbURL := testenv.Postgres(t)
+	_, prefix := testenv.Redis(t)
+	eng, err := engine.Open(context.Background(), engine.Config{DataDir: t.TempDir(), Source: "rehearsal-test",
+		DatabaseURL: dbURL, RedisURL: testenv.RedisURL(), RedisPrefix: prefix,
+		SweepInterval: 200 * time.Millisecond, PaceTick: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	eng.Start(ctx)
+	t.Cleanup(func() { cancel(); eng.Stop() })
+	srv := httptest.NewServer(eng.Handler)
+	t.Cleanup(srv.Close)
+	rep, err := rehearsal.Run(context.Background(), rehearsal.Config{Target: srv.URL, Users: 300, Units: 20, Seed: 5,
+		Hold: 2 * time.Second, Arrival: 2 * time.Second, ChallengeBits: 2, Concurrency: 32, Quiet: true,
+		PlainQueryURL: dbURL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, rep, 20)
+	if rep.Compressed {
+		t.Error("a rehearsal over HTTP says it compressed time")
+	}
+	if rep.Quiet == nil || len(rep.Quiet.Lines) != 2 || rep.Quiet.Lines[0].N == 0 || rep.Quiet.Lines[1].N == 0 {
+		t.Errorf("the quiet sale was not measured: %+v", rep.Quiet)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, cfg := range []rehearsal.Config{{Users: 0, Units: 1}, {Users: 1, Units: 0}, {Users: 1, Units: 1, Bots: 2},
+		{Users: 1, Units: 1, PayFail: 0.6, Abandon: 0.6}, {Users: 1, Units: 1, Fairness: "loudest"},
+		{Users: 1, Units: 1, Target: "ftp://x"}} {
+		if _, err := rehearsal.Run(context.Background(), cfg); err == nil {
+			t.Errorf("%+v: no error", cfg)
+		}
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/flashsale/flashsale/control"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/identity"
+	"github.com/flashsale/flashsale/internal/tally"
 	"github.com/flashsale/flashsale/invariant"
 	"github.com/flashsale/flashsale/jetstream"
 	"github.com/flashsale/flashsale/memory"
@@ -220,6 +221,10 @@ type Engine struct {
 	// sharded is the Redis gate, which splits sales over shards.
 	sharded *fsredis.ShardedGate
 
+	// calls counts the calls to the record, on the purchase path's pool
+	// and on the background work's.
+	calls [2]*tally.Store
+
 	closers []func() error
 	// relayStore is the record as the relay uses it: for PostgreSQL, a
 	// pool of its own.
@@ -282,6 +287,14 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if cfg.WrapStore != nil {
 		e.Store = cfg.WrapStore(e.Store)
 	}
+	// Every call to the record is counted: per request by the HTTP layer,
+	// and apart for the background work (flashsale_record_calls_*).
+	e.calls = [2]*tally.Store{tally.Wrap(e.Store), tally.Wrap(e.Background)}
+	e.Store, e.Background = e.calls[0], e.calls[1]
+	e.Metrics.BackgroundRecordCalls(func() float64 {
+		_, background := e.RecordCalls()
+		return float64(background)
+	})
 	e.openInFlight()
 	if err := e.openGate(ctx); err != nil {
 		return nil, err
@@ -659,6 +672,18 @@ func (e *Engine) Stop() {
 	e.Pacer.Stop()
 	e.Drawer.Stop()
 	e.Warmer.Stop()
+}
+
+// RecordCalls returns the calls made to the record so far, and how many of
+// them were made outside any request (by the background work).
+func (e *Engine) RecordCalls() (total, background int64) {
+	for _, c := range e.calls {
+		if c != nil {
+			total += c.Total()
+			background += c.Background()
+		}
+	}
+	return total, background
 }
 
 // Close releases the gate's and the record's connections, newest first.

@@ -26,6 +26,7 @@ import (
 	"github.com/flashsale/flashsale/control"
 	"github.com/flashsale/flashsale/identity"
 	"github.com/flashsale/flashsale/invariant"
+	"github.com/flashsale/flashsale/internal/tally"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/purchase"
 	"github.com/flashsale/flashsale/waitroom"
@@ -174,6 +175,11 @@ func (s *Server) routes() {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	// Every call the request makes to the record is counted, so that the
+	// funnel's promise (a rejection costs the database nothing) is a
+	// metric, not a belief.
+	calls := &tally.Request{}
+	r = r.WithContext(tally.With(r.Context(), calls))
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
@@ -187,6 +193,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			route = "unmatched"
 		}
 		s.cfg.Metrics.Request(route, rec.status, time.Since(start))
+		s.cfg.Metrics.RecordCalls(route, rec.status >= 400, calls.Calls())
 	}()
 	if unclean(r.URL.Path) {
 		// The mux would redirect to the cleaned path with an HTML body; a

@@ -32,6 +32,7 @@ type Metrics struct {
 
 	requests       *prometheus.CounterVec
 	requestSeconds *prometheus.HistogramVec
+	recordCalls    *prometheus.CounterVec
 	rejections     *prometheus.CounterVec
 	gateSeconds    *prometheus.HistogramVec
 	gateErrors     *prometheus.CounterVec
@@ -80,6 +81,11 @@ func New() *Metrics {
 			Help:    "HTTP request latency by route pattern.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
+		recordCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_record_calls_total",
+			Help: "Calls to the record made by HTTP requests, by route pattern and outcome " +
+				"(answered: 2xx/3xx; rejected: 4xx/5xx). The funnel's promise: none for a rejected shopper request.",
+		}, []string{"route", "outcome"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashsale_rejections_total",
 			Help: "Requests told no, by funnel layer and contract error code.",
@@ -150,11 +156,35 @@ func New() *Metrics {
 	reg.MustRegister(
 		prometheus.NewGoCollector(),
 		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
-		m.requests, m.requestSeconds, m.rejections, m.gateSeconds, m.gateErrors,
+		m.requests, m.requestSeconds, m.recordCalls, m.rejections, m.gateSeconds, m.gateErrors,
 		m.reserved, m.restocked, m.invariantOK, m.invariantDiff, m.invariantAt, m.salePaused,
 		m.outboxPending, m.outboxLag, m.outboxDead, m.outboxDelivered, m.outboxRetried, m.outboxBuried, m.outboxLatency,
 	)
 	return m
+}
+
+// RecordCalls records the calls to the record one HTTP request made.
+func (m *Metrics) RecordCalls(route string, rejected bool, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	outcome := "answered"
+	if rejected {
+		outcome = "rejected"
+	}
+	m.recordCalls.WithLabelValues(route, outcome).Add(float64(n))
+}
+
+// BackgroundRecordCalls publishes the calls to the record made outside any
+// request (the sweeper, the invariant watcher, the relay...).
+func (m *Metrics) BackgroundRecordCalls(f func() float64) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "flashsale_record_calls_background_total",
+		Help: "Calls to the record made outside any HTTP request: the background services.",
+	}, f))
 }
 
 // Request records one HTTP request.

@@ -258,6 +258,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	d := &httpDriver{run: r, adm: adm}
 	d.unitsLeft.Store(int64(cfg.Units))
+	before, scraped := adm.scrape(ctx)
 	wallStart := time.Now()
 	stopProgress := r.progress(d.unitsLeft.Load, func() float64 { return float64(d.admitRate.Load()) })
 	err := d.drive(ctx)
@@ -274,6 +275,9 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	rep.Mode = fmt.Sprintf("against %s over HTTP, in real time, %d requests in flight at most", base, cfg.Concurrency)
+	if after, ok := adm.scrape(ctx); ok && scraped {
+		recordCallsFromMetrics(rep, before, after)
+	}
 	rep.Timeline = d.timeline
 	if quiet != nil {
 		rep.Quiet = quiet.figures()
@@ -453,4 +457,97 @@ func (d *httpDriver) figures(ctx context.Context) (storeFigures, error) {
 		}
 	}
 	return f, nil
+}
+
+// scrape reads the target's Prometheus text: each sample by its name and
+// labels as written.
+func (a *admin) scrape(ctx context.Context) (map[string]float64, bool) {
+	req, err := http.NewRequestWithContext(ctx, "GET", a.base+"/metrics", nil)
+	if err != nil {
+		return nil, false
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	resp, err := a.hc.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, false
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, false
+	}
+	out := map[string]float64{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "flashsale_record_calls_total{") && !strings.HasPrefix(line, "flashsale_http_requests_total{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			out[line[:i]] = v
+		}
+	}
+	return out, true
+}
+
+// routePatterns are the server's route patterns of each protocol route.
+var routePatterns = [nRoutes]string{
+	routeTicket:    "GET /sale/{sku}/ticket",
+	routeStatus:    "GET /sale/{sku}/status",
+	routeAdmission: "POST /sale/{sku}/admission",
+	routeRegister:  "POST /sale/{sku}/register",
+	routeReserve:   "POST /sale/{sku}/reserve",
+	routeConfirm:   "POST /reservations/{id}/confirm",
+	routeCancel:    "DELETE /reservations/{id}",
+}
+
+// recordCallsFromMetrics fills in the record calls per request, and per
+// rejected request, from the server's own counts over the run (which
+// include the quiet sale's requests, if one ran).
+func recordCallsFromMetrics(rep *Report, before, after map[string]float64) {
+	delta := func(match func(string) bool) float64 {
+		var d float64
+		for k, v := range after {
+			if match(k) {
+				d += v - before[k]
+			}
+		}
+		return d
+	}
+	for i := range rep.Routes {
+		rf := &rep.Routes[i]
+		var rt route
+		for rt = 0; rt < nRoutes && rt.String() != rf.Route; rt++ {
+		}
+		if rt == nRoutes {
+			continue
+		}
+		label := `route="` + routePatterns[rt] + `"`
+		requests := delta(func(k string) bool { return strings.HasPrefix(k, "flashsale_http_requests_total{") && strings.Contains(k, label) })
+		rejected := delta(func(k string) bool {
+			if !strings.HasPrefix(k, "flashsale_http_requests_total{") || !strings.Contains(k, label) {
+				return false
+			}
+			j := strings.Index(k, `status="`)
+			return j >= 0 && len(k) > j+8 && k[j+8] >= '4'
+		})
+		calls := delta(func(k string) bool { return strings.HasPrefix(k, "flashsale_record_calls_total{") && strings.Contains(k, label) })
+		rejectedCalls := delta(func(k string) bool {
+			return strings.HasPrefix(k, "flashsale_record_calls_total{") && strings.Contains(k, label) && strings.Contains(k, `outcome="rejected"`)
+		})
+		if requests > 0 {
+			rf.RecordKnown = true
+			rf.RecordPerRequest = calls / requests
+			if rejected > 0 {
+				rf.RecordPerRejected = rejectedCalls / rejected
+			}
+		}
+	}
 }

@@ -182,15 +182,12 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	clock := newVClock(start)
 	sink := &countSink{}
 	warn := &warnings{}
-	// Every call to the record is counted, on the purchase path's pool and
-	// on the background work's.
-	var counted [2]*tally.Store
+	// The engine counts every call to the record, per request (each call
+	// below carries a tally) and in all.
 	ecfg := engine.Config{DataDir: dir, Now: clock.Now, Source: "rehearsal", Sink: sink,
 		Logger: slog.New(warn), RedisURL: cfg.RedisURL, DatabaseURL: cfg.DatabaseURL,
 		RedisPrefix: "rehearsal:" + strconv.FormatUint(cfg.Seed, 36) + ":",
-		GateTimeout: 5 * time.Second, RecordTimeout: 30 * time.Second,
-		WrapStore:      func(st flashsale.Store) flashsale.Store { counted[0] = tally.Wrap(st); return counted[0] },
-		WrapBackground: func(st flashsale.Store) flashsale.Store { counted[1] = tally.Wrap(st); return counted[1] }}
+		GateTimeout: 5 * time.Second, RecordTimeout: 30 * time.Second}
 	var watched *watchedGate
 	ecfg.WrapGate = func(g flashsale.GateAdmin) flashsale.GateAdmin {
 		watched = &watchedGate{GateAdmin: g, now: clock.Now}
@@ -232,7 +229,7 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep, err := r.report(ctx, figuresOf(e, sale, counted), wall, clock.since(start))
+	rep, err := r.report(ctx, figuresOf(e, sale), wall, clock.since(start))
 	if err != nil {
 		return nil, err
 	}
@@ -546,7 +543,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 
 // figuresOf reads the sale's totals from the record and the gate: the
 // oversold check trusts them, not the shoppers' own count.
-func figuresOf(e *engine.Engine, sale *flashsale.Sale, counted [2]*tally.Store) func(context.Context) (storeFigures, error) {
+func figuresOf(e *engine.Engine, sale *flashsale.Sale) func(context.Context) (storeFigures, error) {
 	return func(ctx context.Context) (storeFigures, error) {
 		var f storeFigures
 		t, err := e.Store.SaleTotals(ctx, sale.ID)
@@ -568,12 +565,7 @@ func figuresOf(e *engine.Engine, sale *flashsale.Sale, counted [2]*tally.Store) 
 				f.BotUnits += int64(o.Quantity)
 			}
 		}
-		for _, c := range counted {
-			if c != nil {
-				f.RecordCalls += c.Total()
-				f.BackgroundRecordCalls += c.Background()
-			}
-		}
+		f.RecordCalls, f.BackgroundRecordCalls = e.RecordCalls()
 		return f, nil
 	}
 }

@@ -75,9 +75,19 @@ func TestInProcess(t *testing.T) {
 	if rep.StalePolls != 0 {
 		t.Errorf("%d polls answered as if units remained more than a second after the last went", rep.StalePolls)
 	}
+	noRecordForRejections(t, rep)
+}
+
+// noRecordForRejections: no request the funnel rejected (ticket, status,
+// admission, reserve) made a call to the record.
+func noRecordForRejections(t *testing.T, rep *rehearsal.Report) {
+	t.Helper()
 	for _, rf := range rep.Routes {
 		switch rf.Route {
 		case "ticket", "status", "admission", "reserve":
+			if !rf.RecordKnown {
+				t.Errorf("%s: record calls not measured", rf.Route)
+			}
 			if rf.Rejected > 0 && rf.RecordPerRejected != 0 {
 				t.Errorf("%s: rejected requests made %.2f record calls each", rf.Route, rf.RecordPerRejected)
 			}
@@ -135,6 +145,7 @@ func TestAgainstServer(t *testing.T) {
 	if rep.Compressed {
 		t.Error("a rehearsal over HTTP says it compressed time")
 	}
+	noRecordForRejections(t, rep)
 	if rep.Quiet == nil || len(rep.Quiet.Lines) != 2 || rep.Quiet.Lines[0].N == 0 || rep.Quiet.Lines[1].N == 0 {
 		t.Errorf("the quiet sale was not measured: %+v", rep.Quiet)
 	}

@@ -530,7 +530,9 @@ func recordCallsFromMetrics(rep *Report, before, after map[string]float64) {
 			continue
 		}
 		label := `route="` + routePatterns[rt] + `"`
-		requests := delta(func(k string) bool { return strings.HasPrefix(k, "flashsale_http_requests_total{") && strings.Contains(k, label) })
+		requests := delta(func(k string) bool {
+			return strings.HasPrefix(k, "flashsale_http_requests_total{") && strings.Contains(k, label)
+		})
 		rejected := delta(func(k string) bool {
 			if !strings.HasPrefix(k, "flashsale_http_requests_total{") || !strings.Contains(k, label) {
 				return false
@@ -538,7 +540,9 @@ func recordCallsFromMetrics(rep *Report, before, after map[string]float64) {
 			j := strings.Index(k, `status="`)
 			return j >= 0 && len(k) > j+8 && k[j+8] >= '4'
 		})
-		calls := delta(func(k string) bool { return strings.HasPrefix(k, "flashsale_record_calls_total{") && strings.Contains(k, label) })
+		calls := delta(func(k string) bool {
+			return strings.HasPrefix(k, "flashsale_record_calls_total{") && strings.Contains(k, label)
+		})
 		rejectedCalls := delta(func(k string) bool {
 			return strings.HasPrefix(k, "flashsale_record_calls_total{") && strings.Contains(k, label) && strings.Contains(k, `outcome="rejected"`)
 		})

@@ -138,12 +138,14 @@ type OriginSnapshots struct {
 	// TTL is how stale a snapshot may be (default 100ms).
 	TTL time.Duration
 
-	mu      sync.Mutex
-	cache   map[string]*Snapshot
-	rates   map[string]rateTrack
-	draws   map[string]*flashsale.Draw
-	indexes map[string]*DrawIndex
-	flight  singleflight.Group
+	mu    sync.Mutex
+	cache map[string]*Snapshot
+	rates map[string]rateTrack
+	draws map[string]*flashsale.Draw
+	// pendings is the last count of units held, per sale.
+	pendings map[string]pendingRead
+	indexes  map[string]*DrawIndex
+	flight   singleflight.Group
 }
 
 type rateTrack struct {
@@ -223,11 +225,9 @@ func (o *OriginSnapshots) build(ctx context.Context, sale *flashsale.Sale) (*Sna
 	// out is final. Reading it then, and only then, keeps the record out
 	// of the poll path while stock lasts.
 	if g.Loaded && g.Counter <= 0 {
-		totals, err := o.Store.SaleTotals(ctx, sale.ID)
-		if err != nil {
+		if snap.Pending, err = o.pending(ctx, sale.ID, g, now); err != nil {
 			return nil, err
 		}
-		snap.Pending = totals.Pending
 	}
 	if snap.Issued, err = o.Queue.Len(ctx, sale.ID); err != nil {
 		return nil, err
@@ -259,6 +259,41 @@ func (o *OriginSnapshots) build(ctx context.Context, sale *flashsale.Sale) (*Sna
 	o.cache[sale.SKU] = snap
 	o.mu.Unlock()
 	return snap, nil
+}
+
+// pendingTTL is how long a positive count of units held is reused: sold
+// out becomes final at most this late.
+const pendingTTL = time.Second
+
+type pendingRead struct {
+	at         time.Time
+	epoch, won int64
+	units      int64
+}
+
+// pending returns the units held by pending reservations. The record is
+// read at most once a pendingTTL: while the gate has taken no unit since
+// the last read (Won unchanged), the units held can only have fallen, so
+// a positive count is an upper bound for a while, and a zero stays
+// exact (sold out is final) without asking the record again.
+func (o *OriginSnapshots) pending(ctx context.Context, saleID string, g flashsale.GateSnapshot, now time.Time) (int64, error) {
+	o.mu.Lock()
+	p, ok := o.pendings[saleID]
+	o.mu.Unlock()
+	if ok && p.epoch == g.Epoch && p.won == g.Won && (p.units == 0 || now.Sub(p.at) < pendingTTL) {
+		return p.units, nil
+	}
+	totals, err := o.Store.SaleTotals(ctx, saleID)
+	if err != nil {
+		return 0, err
+	}
+	o.mu.Lock()
+	if o.pendings == nil {
+		o.pendings = map[string]pendingRead{}
+	}
+	o.pendings[saleID] = pendingRead{at: now, epoch: g.Epoch, won: g.Won, units: totals.Pending}
+	o.mu.Unlock()
+	return totals.Pending, nil
 }
 
 // measure tracks the admissions a second, smoothed, for wait estimates.

@@ -1,0 +1,80 @@
+package waitroom
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/memory"
+)
+
+type snapGate struct {
+	flashsale.GateAdmin
+	snap flashsale.GateSnapshot
+}
+
+func (g *snapGate) Snapshot(context.Context, string) (flashsale.GateSnapshot, error) { return g.snap, nil }
+
+// totalsStore counts the reads of the units held.
+type totalsStore struct {
+	pending int64
+	reads   int
+}
+
+func (s *totalsStore) SaleTotals(context.Context, string) (flashsale.SaleTotals, error) {
+	s.reads++
+	return flashsale.SaleTotals{Pending: s.pending}, nil
+}
+
+func (s *totalsStore) Draw(context.Context, string) (*flashsale.Draw, error) {
+	return nil, flashsale.ErrNotFound
+}
+
+type oneSale struct{ s *flashsale.Sale }
+
+func (c oneSale) BySKU(context.Context, string) (*flashsale.Sale, error) { return c.s, nil }
+
+// Once sold out, the units held are read from the record at most once a
+// second while some are held, and not again once none are, as long as the
+// gate has taken no unit since: the crowd's polls never queue on the
+// record, and sold out becomes final at most a second late, never early.
+func TestSnapshotReadsPendingSparingly(t *testing.T) {
+	ctx := context.Background()
+	clock := testenv.NewClock(opens)
+	sale := &flashsale.Sale{ID: "sale_s", SKU: "s", OpensAt: opens, State: flashsale.SaleOpen, Epoch: 1}
+	gate := &snapGate{snap: flashsale.GateSnapshot{Loaded: true, Counter: 0, Epoch: 1, Won: 10}}
+	store := &totalsStore{pending: 3}
+	o := &OriginSnapshots{Catalog: oneSale{sale}, Gate: gate, Store: store, Queue: memory.NewQueue(), Now: clock.Now}
+	build := func() *Snapshot {
+		t.Helper()
+		snap, err := o.build(ctx, sale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	if snap := build(); snap.Pending != 3 || store.reads != 1 {
+		t.Fatalf("first build: pending %d, %d reads", snap.Pending, store.reads)
+	}
+	store.pending = 0 // the holds were paid or expired
+	clock.Advance(500 * time.Millisecond)
+	if snap := build(); snap.Pending != 3 || store.reads != 1 {
+		t.Fatalf("within the second: pending %d, %d reads; want the count reused", snap.Pending, store.reads)
+	}
+	clock.Advance(600 * time.Millisecond)
+	if snap := build(); snap.Pending != 0 || store.reads != 2 {
+		t.Fatalf("after the second: pending %d, %d reads; want a new read", snap.Pending, store.reads)
+	}
+	clock.Advance(time.Minute)
+	if snap := build(); snap.Pending != 0 || store.reads != 2 {
+		t.Fatalf("final, gate unchanged: pending %d, %d reads; want no read", snap.Pending, store.reads)
+	}
+	// A unit came back and was taken again: the record is asked at once,
+	// so sold out is never announced final while a new hold is pending.
+	gate.snap.Won, store.pending = 11, 1
+	if snap := build(); snap.Pending != 1 || store.reads != 3 {
+		t.Fatalf("after a new win: pending %d, %d reads", snap.Pending, store.reads)
+	}
+}

@@ -34,7 +34,7 @@ func (s *Store) Draw(ctx context.Context, saleID string) (*flashsale.Draw, error
 // first call for a sale changes a row.
 func (s *Store) SaveDraw(ctx context.Context, d *flashsale.Draw) (bool, error) {
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE sale_draws SET drawn_at = ?2, entrants = ?3, winners = ?4, document = ?5
 			WHERE sale_id = ?1 AND drawn_at IS NULL`,

@@ -126,7 +126,7 @@ func (s *Store) ChangeOrder(ctx context.Context, c flashsale.OrderChange) (*flas
 	)
 	// The states it may leave, as ?5 and ?6 (refunded has two).
 	from1, from2 := string(from[0]), string(from[len(from)-1])
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		var shippedAt sql.NullInt64
 		o, err := scanOrder(tx.QueryRowContext(ctx, `
 			UPDATE orders
@@ -180,7 +180,7 @@ func (s *Store) ChangeOrder(ctx context.Context, c flashsale.OrderChange) (*flas
 
 // orderRefused says why the conditional UPDATE of ChangeOrder changed no
 // row, from the row as it is in the same transaction.
-func orderRefused(ctx context.Context, tx *sql.Tx, c flashsale.OrderChange) error {
+func orderRefused(ctx context.Context, tx *wtx, c flashsale.OrderChange) error {
 	cur, err := orderByID(ctx, tx, c.OrderID)
 	if err != nil {
 		return err
@@ -193,7 +193,7 @@ func orderRefused(ctx context.Context, tx *sql.Tx, c flashsale.OrderChange) erro
 
 // insertTransition writes the audit row of o's move from from (""
 // for its creation) to its state, made by actor.
-func insertTransition(ctx context.Context, tx *sql.Tx, o *flashsale.Order, from flashsale.OrderState, actor, reason, eventID string, at time.Time) error {
+func insertTransition(ctx context.Context, tx *wtx, o *flashsale.Order, from flashsale.OrderState, actor, reason, eventID string, at time.Time) error {
 	_, err := tx.ExecContext(ctx, `
 		INSERT INTO order_events (order_id, from_state, to_state, actor, reason, version, at, event_id)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`,

@@ -68,7 +68,7 @@ func collectOutbox(rows *sql.Rows) ([]*flashsale.OutboxEvent, error) {
 // insertEvents writes events through tx, so that they commit with the
 // change they report, skipping ids the outbox has; it reports how many
 // were new.
-func insertEvents(ctx context.Context, tx *sql.Tx, events ...flashsale.Event) (int, error) {
+func insertEvents(ctx context.Context, tx *wtx, events ...flashsale.Event) (int, error) {
 	n := 0
 	for _, e := range events {
 		res, err := tx.ExecContext(ctx, `
@@ -92,7 +92,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events ...flashsale.Event) (i
 // transaction, and reports how many it wrote.
 func (s *Store) AppendEvents(ctx context.Context, events ...flashsale.Event) (int, error) {
 	var n int
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		var err error
 		n, err = insertEvents(ctx, tx, events...)
 		return err
@@ -125,7 +125,7 @@ func (s *Store) ClaimEvents(ctx context.Context, c flashsale.EventClaim) ([]*fla
 		maxAttempts = 1 << 30
 	}
 	var events []*flashsale.OutboxEvent
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		rows, err := tx.QueryContext(ctx, `
 			UPDATE outbox
 			SET claim_token = ?3, claimed_by = ?4, claimed_at = ?1,
@@ -172,7 +172,7 @@ func (s *Store) CompleteEvents(ctx context.Context, token string, ids []string, 
 		return 0, nil
 	}
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		for len(ids) > 0 {
 			chunk := ids[:min(len(ids), statesChunk)]
 			ids = ids[len(chunk):]
@@ -206,7 +206,7 @@ func (s *Store) CompleteEvents(ctx context.Context, token string, ids []string, 
 // whether it changed the row.
 func (s *Store) fenced(ctx context.Context, query string, args ...any) (bool, error) {
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err
@@ -245,7 +245,7 @@ func (s *Store) BuryEvent(ctx context.Context, token, id string, at time.Time, c
 // them, so they would otherwise stay pending for ever.
 func (s *Store) BuryAbandoned(ctx context.Context, now time.Time, maxAttempts int) (int, error) {
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE outbox
 			SET dead_at = ?1, claim_token = NULL,
@@ -269,7 +269,7 @@ func (s *Store) BuryAbandoned(ctx context.Context, now time.Time, maxAttempts in
 // its attempts reset.
 func (s *Store) ReplayEvent(ctx context.Context, id string, at time.Time) (*flashsale.OutboxEvent, error) {
 	var e *flashsale.OutboxEvent
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		var err error
 		e, err = scanOutbox(tx.QueryRowContext(ctx, `
 			UPDATE outbox SET dead_at = NULL, attempts = 0, next_attempt_at = ?2, claim_token = NULL
@@ -367,7 +367,7 @@ func (s *Store) OutboxStats(ctx context.Context, saleID string) (flashsale.Outbo
 // oldest first.
 func (s *Store) PurgePublished(ctx context.Context, before time.Time, limit int) (int, error) {
 	var n int64
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `
 			DELETE FROM outbox WHERE event_id IN (
 				SELECT event_id FROM outbox

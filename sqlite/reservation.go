@@ -81,7 +81,7 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation,
 	created := *r
 	created.State, created.Version = flashsale.ReservationPending, 1
 	events := append([]flashsale.Event{flashsale.ReservationEvent(flashsale.EventReservationCreated, &created, "", r.CreatedAt)}, also...)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `
 			INSERT INTO reservations (
 				reservation_id, sale_id, user_id, quantity, state,
@@ -182,7 +182,7 @@ func (s *Store) ConfirmReservation(ctx context.Context, id, userID, paymentRef s
 		ord     *flashsale.Order
 		created bool
 	)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		var err error
 		res, err = scanReservation(tx.QueryRowContext(ctx, `
 			UPDATE reservations
@@ -229,7 +229,7 @@ func (s *Store) ConfirmReservation(ctx context.Context, id, userID, paymentRef s
 
 // confirmRefused says why the confirming UPDATE changed no row, from the
 // row as it is in the same transaction.
-func confirmRefused(ctx context.Context, tx *sql.Tx, id, userID string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error) {
+func confirmRefused(ctx context.Context, tx *wtx, id, userID string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error) {
 	cur, err := reservationByID(ctx, tx, id)
 	if err != nil {
 		return nil, nil, err
@@ -272,7 +272,7 @@ func (s *Store) CancelReservation(ctx context.Context, id, userID string, now ti
 		res       *flashsale.Reservation
 		restocked bool
 	)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		var err error
 		res, err = scanReservation(tx.QueryRowContext(ctx, `
 			UPDATE reservations
@@ -328,7 +328,7 @@ func (s *Store) ExpireDue(ctx context.Context, now time.Time, limit int) ([]*fla
 		return nil, nil
 	}
 	var expired []*flashsale.Reservation
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		rows, err := tx.QueryContext(ctx, `
 			UPDATE reservations
 			SET state = 'expired', restocked_at = ?1, version = version + 1
@@ -383,7 +383,7 @@ func (s *Store) VoidReservation(ctx context.Context, r *flashsale.Reservation) (
 		return false, fmt.Errorf("sqlite: void reservation %s: RestockedAt is required", r.ID)
 	}
 	var inserted bool
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		res, err := tx.ExecContext(ctx, `
 			INSERT INTO reservations (
 				reservation_id, sale_id, user_id, quantity, state,

@@ -68,7 +68,7 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 	if sale.State == flashsale.SaleClosed {
 		activeSKU = nil
 	}
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `
 			UPDATE sale_events SET active_sku = NULL
 			WHERE active_sku = ?1
@@ -167,7 +167,7 @@ func (s *Store) Sales(ctx context.Context) ([]*flashsale.Sale, error) {
 // is left as it was.
 func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, version int64) error {
 	var updated *flashsale.Sale
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		var err error
 		updated, err = scanSale(tx.QueryRowContext(ctx, `
 			UPDATE sale_events SET
@@ -221,7 +221,7 @@ func (s *Store) SetSaleState(ctx context.Context, id string, state flashsale.Sal
 		sale  *flashsale.Sale
 		moved bool
 	)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		// One writer at a time: the state read here is the state the
 		// UPDATE moves from.
 		var from string
@@ -272,7 +272,7 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string, at time.Time) (
 		epoch int64
 		holds []flashsale.Hold
 	)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := s.tx(ctx, func(tx *wtx) error {
 		if err := tx.QueryRowContext(ctx, `
 			UPDATE sale_events SET epoch = epoch + 1, version = version + 1, updated_at = ?2
 			WHERE sale_id = ?1

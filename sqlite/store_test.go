@@ -147,7 +147,7 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 		attempts, claim_token, claimed_at, published_at, dead_at)
 		VALUES (?1, ?2, 'sale_ok', ?3, 0, 0, ?4, ?5, ?6, ?7, ?8)`
 	exec := func(q string, args ...any) error {
-		return s.tx(ctx, func(tx *sql.Tx) error {
+		return s.tx(ctx, func(tx *wtx) error {
 			_, err := tx.ExecContext(ctx, q, args...)
 			return err
 		})
@@ -262,7 +262,7 @@ func TestShipOrderStaleVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ConfirmReservation: %v", err)
 	}
-	if err := s.tx(ctx, func(tx *sql.Tx) error {
+	if err := s.tx(ctx, func(tx *wtx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE orders SET payment_ref = 'pay-2', version = version + 1 WHERE order_id = ?1`, ord.ID)
 		return err
 	}); err != nil {
@@ -370,5 +370,38 @@ func TestMigrationRebuildKeepsTheRecord(t *testing.T) {
 	var violations int
 	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&violations); err != nil || violations != 0 {
 		t.Errorf("foreign key violations after the migration: %d, %v", violations, err)
+	}
+}
+
+// A write transaction's statements are prepared after their first run and
+// reused by the next transactions, with the same results.
+func TestStatementsPreparedOnce(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "stmts.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const q = `SELECT COUNT(*) FROM reservations WHERE sale_id = ?1`
+	count := func() (n int, missed int) {
+		t.Helper()
+		err := s.tx(ctx, func(tx *wtx) error {
+			err := tx.QueryRowContext(ctx, q, "sale_x").Scan(&n)
+			missed = len(tx.missed)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, missed
+	}
+	if n, missed := count(); n != 0 || missed != 1 {
+		t.Fatalf("first run: %d rows, %d statements unprepared; want 0 and 1", n, missed)
+	}
+	if _, ok := s.stmts.Load(q); !ok {
+		t.Fatal("the statement was not prepared after its first transaction")
+	}
+	if n, missed := count(); n != 0 || missed != 0 {
+		t.Fatalf("second run: %d rows, %d statements unprepared; want 0 and 0", n, missed)
 	}
 }

@@ -121,9 +121,7 @@ var ErrOriginUnavailable = &flashsale.Error{Code: flashsale.CodeUnavailable,
 	Message: "The waiting room is busy; your place is kept. Please come back shortly.", RetryAfter: 5 * time.Second}
 
 // OriginSnapshots builds snapshots from the catalog, the gate, the record
-// and the queue, at most one per sale every TTL. A snapshot past its TTL
-// is still served, for a few TTLs, while the next is built in the
-// background. Safe for concurrent use.
+// and the queue, at most one per sale every TTL. Safe for concurrent use.
 type OriginSnapshots struct {
 	Catalog interface {
 		BySKU(ctx context.Context, sku string) (*flashsale.Sale, error)
@@ -174,17 +172,8 @@ func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, 
 	o.mu.Lock()
 	snap, ok := o.cache[sku]
 	o.mu.Unlock()
-	if ok && snap.Sale.ID == sale.ID && sameSale(snap.Sale, sale) {
-		switch age := o.now().Sub(snap.At); {
-		case age < ttl:
-			return snap, nil
-		case age < staleFor*ttl:
-			// Past its TTL but recent: one poll starts the next build and
-			// nobody waits for it, so the crowd never queues behind the
-			// record's query.
-			o.flight.DoChan(sku, func() (any, error) { return o.build(context.WithoutCancel(ctx), sale) })
-			return snap, nil
-		}
+	if ok && o.now().Sub(snap.At) < ttl && snap.Sale.ID == sale.ID && sameSale(snap.Sale, sale) {
+		return snap, nil
 	}
 	v, err, _ := o.flight.Do(sku, func() (any, error) { return o.build(context.WithoutCancel(ctx), sale) })
 	if err != nil {
@@ -199,10 +188,6 @@ func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, 
 	}
 	return v.(*Snapshot), nil
 }
-
-// staleFor is how many TTLs a snapshot is served while its successor is
-// built: a poll sees figures at most half a second old at the default TTL.
-const staleFor = 5
 
 // sameSale reports whether the snapshot was built from the sale as it is
 // now (a pause or a change shows at once, not after the TTL).

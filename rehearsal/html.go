@@ -20,7 +20,7 @@ func (rep *Report) WriteHTML(w io.Writer) error {
 		"R":       rep,
 		"Text":    text.String(),
 		"Funnel":  rep.funnelBars(),
-		"Stock":   rep.chart("Units left and units held, over time", "s since the open", []series{{"units left", "#2563eb", func(p Point) float64 { return float64(p.UnitsLeft) }}, {"held (pending)", "#f59e0b", func(p Point) float64 { return float64(p.Pending) }}}),
+		"Stock":   rep.chart("Units left and units taken, over time", "s since the open", []series{{"units left", "#2563eb", func(p Point) float64 { return float64(p.UnitsLeft) }}, {"units taken (held or sold)", "#f59e0b", func(p Point) float64 { return float64(p.Pending) }}}),
 		"Admit":   rep.chart("Admissions and requests a second", "s since the open", []series{{"admitted/s", "#16a34a", func(p Point) float64 { return p.Admissions }}, {"reserves/s", "#dc2626", func(p Point) float64 { return p.Reserves }}, {"polls/s ÷ 100", "#6b7280", func(p Point) float64 { return p.Polls / 100 }}}),
 		"Latency": rep.chart("Latency p99 in each 100 ms (ms, wall time)", "s since the open", []series{{"status p99", "#6b7280", func(p Point) float64 { return p.StatusP99 }}, {"reserve p99", "#dc2626", func(p Point) float64 { return p.ReserveP99 }}}),
 	}
@@ -141,7 +141,7 @@ pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
 {{if eq .R.Oversold 0}}<p class="verdict">Nothing oversold: the record holds {{thousands .R.Store.Confirmed}} confirmed and {{thousands .R.Store.Pending}} pending units of {{thousands .R.Store.Initial}}; counter + confirmed + pending = {{thousands .R.Store.Initial}}.</p>
 {{else}}<p class="verdict bad">OVERSOLD by {{.R.Oversold}} units.</p>{{end}}
 {{if gt .R.BotPopulationShare 0.0}}<p>Bots were {{pct .R.BotPopulationShare}} of the crowd and won {{pct .R.BotUnitShare}} of the units sold.</p>{{end}}
-<h2>The funnel</h2>
+<h2>The funnel <small>(bars on a log scale)</small></h2>
 {{range .Funnel}}<div class="bar"><span class="name">{{.Name}}</span><div style="width:{{printf "%.1f" .Width}}%"></div><span class="n">{{thousands .Count}}</span> <small>{{.Note}}</small></div>
 {{end}}
 <h2>Over time</h2>

@@ -45,7 +45,7 @@ func check(t *testing.T, rep *rehearsal.Report, units int) {
 	if err := rep.WriteHTML(&page); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "Nothing oversold", "Units left"} {
+	for _, want := range []string{"<svg", "Nothing oversold", "Units left and units taken"} {
 		if !strings.Contains(page.String(), want) {
 			t.Errorf("the HTML report lacks %q", want)
 		}

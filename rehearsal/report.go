@@ -77,6 +77,8 @@ type RouteFigures struct {
 // Point is the sale at one moment of the timeline.
 type Point struct {
 	At                    float64 // seconds since the open, by the sale's clock
+	// UnitsLeft is the counter; Pending, in process, the units taken
+	// (held or sold) by the gate's count, over HTTP the units held.
 	UnitsLeft, Pending    int64
 	AdmittedUpTo          int64
 	Admissions            float64 // places admitted a second
@@ -216,7 +218,12 @@ func (rep *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "Rehearsal of sale %s: %s shoppers, %s units, fairness %s, bots %.0f%%\n", rep.SKU,
 		thousands(int64(c.Users)), thousands(int64(c.Units)), c.Fairness, c.Bots*100)
 	fmt.Fprintf(w, "Mode: %s\n", rep.Mode)
-	fmt.Fprintf(w, "Wall time %s, peak memory %s\n\n", rep.Wall.Round(10*time.Millisecond), bytesText(rep.PeakMemory))
+	var requests int64
+	for _, rf := range rep.Routes {
+		requests += rf.Requests
+	}
+	fmt.Fprintf(w, "Wall time %s, peak memory %s, %s shopper requests (%s a second of wall time)\n\n", rep.Wall.Round(10*time.Millisecond),
+		bytesText(rep.PeakMemory), thousands(requests), thousands(int64(float64(requests)/max(rep.Wall.Seconds(), 1e-9))))
 
 	fmt.Fprintln(w, "The funnel")
 	row := func(name string, n int64, note string) {

@@ -76,7 +76,7 @@ type RouteFigures struct {
 
 // Point is the sale at one moment of the timeline.
 type Point struct {
-	At                    float64 // seconds since the open, by the sale's clock
+	At float64 // seconds since the open, by the sale's clock
 	// UnitsLeft is the counter; Pending, in process, the units taken
 	// (held or sold) by the gate's count, over HTTP the units held.
 	UnitsLeft, Pending    int64

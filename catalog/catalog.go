@@ -27,8 +27,10 @@ type Catalog struct {
 	now    func() time.Time
 	logger *slog.Logger
 
-	mu    sync.RWMutex
-	bySKU map[string]entry
+	// bySKU is read by every request without a lock; mu orders the
+	// writes.
+	mu    sync.Mutex
+	bySKU sync.Map // SKU → entry
 	group singleflight.Group
 }
 
@@ -55,7 +57,7 @@ func New(store flashsale.SaleStore, cfg Config) *Catalog {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{store: store, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger, bySKU: make(map[string]entry)}
+	return &Catalog{store: store, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger}
 }
 
 // BySKU returns the SKU's sale, from memory when it is fresh enough. The
@@ -65,9 +67,11 @@ func New(store flashsale.SaleStore, cfg Config) *Catalog {
 // record outage does not take the waiting room down with it.
 func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error) {
 	now := c.now()
-	c.mu.RLock()
-	e, ok := c.bySKU[sku]
-	c.mu.RUnlock()
+	var e entry
+	v, ok := c.bySKU.Load(sku)
+	if ok {
+		e = v.(entry)
+	}
 	if ok && now.Sub(e.fetched) < c.ttl {
 		if e.sale == nil {
 			return nil, flashsale.ErrNotFound
@@ -110,18 +114,19 @@ func (c *Catalog) Put(s *flashsale.Sale) {
 // Forget drops the SKU from the cache, so the next read goes to the record.
 func (c *Catalog) Forget(sku string) {
 	c.mu.Lock()
-	delete(c.bySKU, sku)
+	c.bySKU.Delete(sku)
 	c.mu.Unlock()
 }
 
 func (c *Catalog) put(sku string, e entry) {
 	c.mu.Lock()
 	// Never replace a newer version with an older one read concurrently.
-	if old, ok := c.bySKU[sku]; ok && old.sale != nil && e.sale != nil &&
-		old.sale.ID == e.sale.ID && old.sale.Version > e.sale.Version {
-		e.sale = old.sale
+	if v, ok := c.bySKU.Load(sku); ok {
+		if old := v.(entry); old.sale != nil && e.sale != nil && old.sale.ID == e.sale.ID && old.sale.Version > e.sale.Version {
+			e.sale = old.sale
+		}
 	}
-	c.bySKU[sku] = e
+	c.bySKU.Store(sku, e)
 	c.mu.Unlock()
 }
 

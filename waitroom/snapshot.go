@@ -136,8 +136,10 @@ type OriginSnapshots struct {
 	// TTL is how stale a snapshot may be (default 100ms).
 	TTL time.Duration
 
-	mu    sync.Mutex
-	cache map[string]*Snapshot
+	mu sync.Mutex
+	// cache holds the last snapshot of each SKU: read by every poll
+	// without a lock.
+	cache sync.Map // SKU → *Snapshot
 	rates map[string]rateTrack
 	draws map[string]*flashsale.Draw
 	// pendings is the last count of units held, per sale.
@@ -169,9 +171,11 @@ func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, 
 	if err != nil {
 		return nil, err
 	}
-	o.mu.Lock()
-	snap, ok := o.cache[sku]
-	o.mu.Unlock()
+	var snap *Snapshot
+	cached, ok := o.cache.Load(sku)
+	if ok {
+		snap = cached.(*Snapshot)
+	}
 	if ok && o.now().Sub(snap.At) < ttl && snap.Sale.ID == sale.ID && sameSale(snap.Sale, sale) {
 		return snap, nil
 	}
@@ -237,11 +241,11 @@ func (o *OriginSnapshots) build(ctx context.Context, sale *flashsale.Sale) (*Sna
 		}
 	}
 	o.mu.Lock()
-	if o.cache == nil {
-		o.cache, o.rates = map[string]*Snapshot{}, map[string]rateTrack{}
+	if o.rates == nil {
+		o.rates = map[string]rateTrack{}
 	}
 	snap.Rate = o.measure(sale, snap.AdmittedUpTo, now)
-	o.cache[sale.SKU] = snap
+	o.cache.Store(sale.SKU, snap)
 	o.mu.Unlock()
 	return snap, nil
 }
@@ -386,7 +390,5 @@ func (o *OriginSnapshots) All(ctx context.Context, sales []*flashsale.Sale) ([]*
 // Invalidate drops a sale's cached snapshot, so the next poll builds a new
 // one.
 func (o *OriginSnapshots) Invalidate(sku string) {
-	o.mu.Lock()
-	delete(o.cache, sku)
-	o.mu.Unlock()
+	o.cache.Delete(sku)
 }

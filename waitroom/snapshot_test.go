@@ -15,7 +15,9 @@ type snapGate struct {
 	snap flashsale.GateSnapshot
 }
 
-func (g *snapGate) Snapshot(context.Context, string) (flashsale.GateSnapshot, error) { return g.snap, nil }
+func (g *snapGate) Snapshot(context.Context, string) (flashsale.GateSnapshot, error) {
+	return g.snap, nil
+}
 
 // totalsStore counts the reads of the units held.
 type totalsStore struct {

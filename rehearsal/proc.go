@@ -160,6 +160,11 @@ func (w *warnings) WithGroup(string) slog.Handler      { return w }
 
 // The in-process driver's rounds, in virtual time.
 const (
+	// gatherMin and gatherFor: the driver takes the steps of a few slots
+	// at once while each has few (up to 100ms of sale time, a step at
+	// most that late), so that a round has work for every core.
+	gatherMin = 1024
+	gatherFor = 100 * time.Millisecond
 	slice      = 10 * time.Millisecond
 	paceEvery  = 250 * time.Millisecond
 	sweepEvery = time.Second
@@ -372,9 +377,25 @@ func (d *procDriver) drive(ctx context.Context, start time.Time) error {
 			runtime.GC()
 			_ = pprof.WriteHeapProfile(d.cfg.HeapProfile)
 		}
-		d.clock.set(due)
+		// Take this slot's shoppers and, while there are few, the next
+		// slots' (up to gatherFor of sale time, and never past a
+		// background round): enough steps at once to keep every core
+		// busy between two waits for the slowest.
 		batch := d.wheel.buckets[s]
 		d.wheel.buckets[s] = nil
+		for last := s; len(batch) < gatherMin && last+1 < len(d.wheel.buckets); {
+			at := d.wheel.start.Add(time.Duration(last+1) * slice)
+			if at.Sub(due) >= gatherFor || !at.Before(bg) {
+				break
+			}
+			last++
+			if b := d.wheel.buckets[last]; len(b) > 0 {
+				batch = append(batch, b...)
+				d.wheel.buckets[last] = nil
+				due, s = at, last
+			}
+		}
+		d.clock.set(due)
 		d.wheel.cursor = s
 		d.steps(ctx, batch, due, workers)
 	}

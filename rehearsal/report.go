@@ -101,8 +101,9 @@ func (r *run) report(ctx context.Context, figures func(context.Context) (storeFi
 		StalePolls: s.stalePolls.Load(), PeakMemory: peakMemory()}
 	rep.Oversold = max(0, f.Counter+f.Confirmed+f.Pending-f.Initial, f.Confirmed+f.Pending-f.Initial)
 	s.mu.Lock()
-	rep.Rejections, rep.States = sortedCounts(s.codes), sortedCounts(s.states)
+	rep.Rejections = sortedCounts(s.codes)
 	s.mu.Unlock()
+	rep.States = sortedCounts(s.stateCounts())
 	for rt := range nRoutes {
 		n := s.calls[rt].Load()
 		if n == 0 {

@@ -101,8 +101,10 @@ type stats struct {
 
 	mu    sync.Mutex
 	codes map[string]int64 // "route code" → answers
-	// states counts status answers by state.
+	// states counts status answers by state: known counts the contract's,
+	// states any other.
 	states map[string]int64
+	known  [len(knownStates)]atomic.Int64
 
 	arrived, done    atomic.Int64
 	admitted         atomic.Int64 // shoppers handed an admission at least once
@@ -149,10 +151,36 @@ func (s *stats) record(r route, d time.Duration, code string, records int) {
 	s.mu.Unlock()
 }
 
+// knownStates are the status answers of the contract, counted without a
+// lock: every poll counts one.
+var knownStates = [...]string{"scheduled", "waiting", "admitted", "challenge", "sold_out", "paused", "not_selected", "closed"}
+
 func (s *stats) state(state string) {
+	for i, k := range knownStates {
+		if k == state {
+			s.known[i].Add(1)
+			return
+		}
+	}
 	s.mu.Lock()
 	s.states[state]++
 	s.mu.Unlock()
+}
+
+// stateCounts returns every state's count.
+func (s *stats) stateCounts() map[string]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]int64, len(s.states)+len(knownStates))
+	for k, v := range s.states {
+		out[k] = v
+	}
+	for i, k := range knownStates {
+		if n := s.known[i].Load(); n > 0 {
+			out[k] += n
+		}
+	}
+	return out
 }
 
 // swap starts a new timeline window and returns the one that ended.

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/tally"
 )
 
 // DefaultTTL is how stale a cached sale may be. A pause made by this process
@@ -79,7 +80,9 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 		return e.sale, nil
 	}
 	v, err, _ := c.group.Do(sku, func() (any, error) {
-		s, err := c.store.SaleBySKU(context.WithoutCancel(ctx), sku)
+		// A fill shared by every request: its call to the record is the
+		// background's, not the request's that found the entry old.
+		s, err := c.store.SaleBySKU(tally.Detach(context.WithoutCancel(ctx)), sku)
 		switch {
 		case errors.Is(err, flashsale.ErrNotFound):
 			c.put(sku, entry{fetched: c.now()})

@@ -193,6 +193,35 @@ func TestAutomationIsHeldQuietly(t *testing.T) {
 	}
 }
 
+// TestEarlyPollerIsHeld: far back in a paced queue the room asks for a
+// poll every ten seconds; a client that comes back every second (ten times
+// faster than asked, far below any fixed rate limit) is held under the
+// automation policy, one that comes back when asked is not.
+func TestEarlyPollerIsHeld(t *testing.T) {
+	h := newHarness(t, backends[0])
+	h.createSale("slow", map[string]any{"initialStock": 5, "admissionPerSecond": 1})
+	for i := 0; i < 400; i++ {
+		h.ticketOf("slow", fmt.Sprint("crowd-", i))
+	}
+	eager, _ := h.ticketOf("slow", "eager")
+	patient, _ := h.ticketOf("slow", "patient")
+	r := h.do("GET", "/sale/slow/status?token="+patient, nil, nil)
+	if r.header.Get("Retry-After") != "10" {
+		t.Fatalf("far back, the room asks for a poll in %q seconds, want 10: %s", r.header.Get("Retry-After"), r.body)
+	}
+	for i := 1; i <= 20; i++ {
+		h.clock.Advance(time.Second)
+		h.status("slow", eager)
+		if i%10 == 0 {
+			h.status("slow", patient)
+		}
+	}
+	h.clock.Advance(200 * time.Millisecond)
+	if v := h.sale("slow"); v["heldAsAutomation"].(float64) != 1 {
+		t.Fatalf("held as automation: %v, want the eager poller alone", v["heldAsAutomation"])
+	}
+}
+
 // TestAuditCancelsAutomationOrders: after the sale, the audit reports the
 // orders of young accounts created together that bought in the same second
 // and cancels them under the policy; their units return exactly once; a

@@ -163,8 +163,8 @@ const (
 	// gatherMin and gatherFor: the driver takes the steps of a few slots
 	// at once while each has few (up to 100ms of sale time, a step at
 	// most that late), so that a round has work for every core.
-	gatherMin = 1024
-	gatherFor = 100 * time.Millisecond
+	gatherMin  = 1024
+	gatherFor  = 100 * time.Millisecond
 	slice      = 10 * time.Millisecond
 	paceEvery  = 250 * time.Millisecond
 	sweepEvery = time.Second

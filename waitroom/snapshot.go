@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/tally"
 )
 
 // Everyone is the AdmittedUpTo of a sale that paces no one: every place
@@ -179,7 +180,9 @@ func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, 
 	if ok && o.now().Sub(snap.At) < ttl && snap.Sale.ID == sale.ID && sameSale(snap.Sale, sale) {
 		return snap, nil
 	}
-	v, err, _ := o.flight.Do(sku, func() (any, error) { return o.build(context.WithoutCancel(ctx), sale) })
+	// A snapshot serves every poll: its reads are the background's, not
+	// the poll's that found the last one old.
+	v, err, _ := o.flight.Do(sku, func() (any, error) { return o.build(tally.Detach(context.WithoutCancel(ctx)), sale) })
 	if err != nil {
 		if ok && snap.Sale.ID == sale.ID {
 			// Serve the last figures rather than an error page: an error is

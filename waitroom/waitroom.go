@@ -38,8 +38,12 @@ type Config struct {
 	AdmissionTTL time.Duration
 	// PollLimit is how many polls of one shopper in PollWindow mark it as
 	// automation (default 30 in 10s: three a second, when the room never
-	// asks for more than one).
+	// asks for more than one); EarlyLimit how many polls in the window
+	// that came back in less than half the wait the room asked (default
+	// 5), which catches a client polling ten times faster than asked
+	// however slowly it was asked to poll.
 	PollLimit  int
+	EarlyLimit int
 	PollWindow time.Duration
 	// FailLimit is how many failed challenge answers mark a shopper as
 	// automation (default 20).
@@ -56,7 +60,7 @@ type Room struct {
 
 	mu     sync.Mutex
 	claims map[string]*claimSet
-	polls  *window.Counter
+	polls  *window.Pace
 	fails  *window.Counter
 	places *places
 }
@@ -72,6 +76,9 @@ func New(cfg Config) *Room {
 	if cfg.PollLimit <= 0 {
 		cfg.PollLimit = 30
 	}
+	if cfg.EarlyLimit <= 0 {
+		cfg.EarlyLimit = 5
+	}
 	if cfg.PollWindow <= 0 {
 		cfg.PollWindow = 10 * time.Second
 	}
@@ -82,7 +89,7 @@ func New(cfg Config) *Room {
 		cfg.PlaceCache = 1 << 19
 	}
 	return &Room{cfg: cfg, claims: map[string]*claimSet{}, places: newPlaces(cfg.PlaceCache),
-		polls: window.New(cfg.PollWindow), fails: window.New(time.Hour)}
+		polls: window.NewPace(cfg.PollWindow), fails: window.New(time.Hour)}
 }
 
 // AutomationPolicy is the published policy on suspected automation, given
@@ -360,11 +367,14 @@ func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, err
 		return Status{}, ErrInvalidTicket
 	}
 	now := r.cfg.Now()
-	if r.polls.Add(snap.Sale.ID, t.UserID, now) > r.cfg.PollLimit {
+	st, _, err := r.status(ctx, snap, t, now)
+	if err != nil {
+		return st, err
+	}
+	if n, early := r.polls.Observe(snap.Sale.ID, t.UserID, now, st.RetryAfter); n > r.cfg.PollLimit || early > r.cfg.EarlyLimit {
 		r.flag(ctx, snap.Sale.ID, t.UserID, "polled faster than the waiting room asks")
 	}
-	st, _, err := r.status(ctx, snap, t, now)
-	return st, err
+	return st, nil
 }
 
 // status decides a poll's answer. admitted is the admission to hand out

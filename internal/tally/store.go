@@ -30,6 +30,17 @@ func With(ctx context.Context, req *Request) context.Context {
 	return context.WithValue(ctx, requestKey{}, req)
 }
 
+// Detach returns ctx without its request: for work a request does on
+// behalf of everyone (filling a shared cache), whose calls count with the
+// background work rather than against the request that happened to
+// trigger it.
+func Detach(ctx context.Context) context.Context {
+	if _, ok := ctx.Value(requestKey{}).(*Request); !ok {
+		return ctx
+	}
+	return context.WithValue(ctx, requestKey{}, (*Request)(nil))
+}
+
 // Store is a record that counts its calls. Every method of flashsale.Store
 // is counted, so no call slips past the tally.
 type Store struct {
@@ -47,7 +58,7 @@ func (s *Store) Background() int64 { return s.background.Load() }
 
 func (s *Store) note(ctx context.Context) {
 	s.total.Add(1)
-	if r, ok := ctx.Value(requestKey{}).(*Request); ok {
+	if r, _ := ctx.Value(requestKey{}).(*Request); r != nil {
 		r.calls.Add(1)
 		return
 	}

@@ -54,3 +54,20 @@ func TestEveryMethodIsCounted(t *testing.T) {
 		t.Fatalf("a call outside any request counted %d times as background, want 1", st.Background())
 	}
 }
+
+// A detached context counts with the background work.
+func TestDetach(t *testing.T) {
+	st := tally.Wrap(nil)
+	req := &tally.Request{}
+	ctx := tally.Detach(tally.With(context.Background(), req))
+	func() {
+		defer func() { _ = recover() }()
+		_ = st.Ping(ctx)
+	}()
+	if req.Calls() != 0 || st.Background() != 1 {
+		t.Fatalf("request %d calls, background %d; want 0 and 1", req.Calls(), st.Background())
+	}
+	if tally.Detach(context.Background()) != context.Background() {
+		t.Fatal("detaching a context without a request made a new one")
+	}
+}

@@ -2,11 +2,8 @@
 // the stock gate (Gate): the embedded default, and the place where
 // overselling is prevented when one process serves a sale.
 //
-// Every decision about a sale is one atomic step, as flashsale.Gate
-// requires: a reserve locks the stripes of the sale that hold its keys
-// (its shopper's, its admission's, its reservation id's and its
-// instrument's), decides, and holds the sale's counter lock only for the
-// decrement and its audit entry. Three things keep that fast:
+// Every decision about a sale is one atomic step under that sale's mutex, as
+// flashsale.Gate requires. Two things keep that fast:
 //
 //   - Most requests that reach the gate during a flash sale are rejections
 //     (sold out above all), so Reserve and Lookup first try a lock-free
@@ -14,13 +11,10 @@
 //     the sale's idempotency keys and spent admissions. It answers only
 //     when what it read is exactly what the locked path would have read,
 //     and it never writes or allocates.
-//   - Wins of different shoppers lock different stripes, so they run side
-//     by side on different cores and meet only on the counter lock, which
-//     is held for a few stores.
-//   - A win's keys are hashed before any lock is taken, the stripes'
-//     indexes are open-addressing tables keyed by those hashes (exact keys
-//     are checked on a hit), and a win's hold is carved from a slab, so a
-//     win does not allocate.
+//   - A win's keys are hashed before the lock is taken, the sale's indexes
+//     are open-addressing tables keyed by those hashes (exact keys are
+//     checked on a hit), and a reserve reads the slots it will probe
+//     before it queues for the lock, so the locked step mostly hits cache.
 package memory
 
 import (
@@ -113,9 +107,9 @@ func (g *Gate) remove(id string, s *sale) {
 	g.sales.Store(&next)
 }
 
-// lockedAll returns the sale with the id with every lock of it taken (see
-// sale.lockAll); nil if there is none and create is false.
-func (g *Gate) lockedAll(id string, create bool) *sale {
+// locked returns the sale with the id, locked; nil if there is none and
+// create is false.
+func (g *Gate) locked(id string, create bool) *sale {
 	for {
 		s := g.lookup(id)
 		if s == nil {
@@ -123,23 +117,6 @@ func (g *Gate) lockedAll(id string, create bool) *sale {
 				return nil
 			}
 			s = g.create(id)
-		}
-		s.lockAll()
-		if !s.dead {
-			return s
-		}
-		s.unlockAll()
-	}
-}
-
-// lockedCounter returns the sale with the id with its counter lock taken,
-// which is enough to read the counter, its bookkeeping and the audit log;
-// nil if there is none.
-func (g *Gate) lockedCounter(id string) *sale {
-	for {
-		s := g.lookup(id)
-		if s == nil {
-			return nil
 		}
 		s.mu.Lock()
 		if !s.dead {
@@ -156,8 +133,7 @@ func (g *Gate) lockedCounter(id string) *sale {
 // "\x1f"; or a reservation id that already holds units.
 //
 // Rejections that need no write (not loaded, paused, stale epoch, sold out)
-// are usually answered without a lock and without allocating; wins do not
-// allocate either, but for a slab of holds now and then.
+// are usually answered without the sale's lock and without allocating.
 // ctx is not consulted: the gate never waits on I/O.
 func (g *Gate) Reserve(_ context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
 	if err := checkReserve(&r); err != nil {
@@ -178,38 +154,26 @@ func (g *Gate) Reserve(_ context.Context, r flashsale.GateReserve) (flashsale.Ga
 // found is false when the key is unknown or the sale is not loaded. It
 // never returns an error.
 func (g *Gate) Lookup(_ context.Context, saleID, userID, key string) (flashsale.Hold, bool, error) {
-	for {
-		s := g.lookup(saleID)
-		if s == nil {
-			return flashsale.Hold{}, false, nil
-		}
-		hUser, hIdem := s.hashKey(userID, key)
-		if s.quickUnknown(hIdem) {
-			return flashsale.Hold{}, false, nil
-		}
-		if h, found, retry := s.lookupKey(hUser, hIdem, userID, key); !retry {
-			return h, found, nil
-		}
+	s := g.lookup(saleID)
+	if s == nil {
+		return flashsale.Hold{}, false, nil
 	}
-}
-
-// lookupKey is Lookup under the shopper's stripe; retry reports that the
-// sale was dropped first.
-func (s *sale) lookupKey(hUser, hIdem uint64, userID, idemKey string) (h flashsale.Hold, found, retry bool) {
-	st := &s.stripes[stripeOf(hUser)]
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if s.dead {
-		return h, false, true
+	if _, hIdem := s.hashKey(userID, key); s.quickUnknown(hIdem) {
+		return flashsale.Hold{}, false, nil
 	}
+	if s = g.locked(saleID, false); s == nil {
+		return flashsale.Hold{}, false, nil
+	}
+	defer s.mu.Unlock()
 	if !s.loaded() {
-		return h, false, false
+		return flashsale.Hold{}, false, nil
 	}
-	prev, ok := st.book.idem.get(hIdem, keyOf(userID, idemKey))
+	_, hIdem := s.hashKey(userID, key)
+	h, ok := s.book.Load().idem.get(hIdem, keyOf(userID, key))
 	if !ok {
-		return h, false, false
+		return flashsale.Hold{}, false, nil
 	}
-	return *prev, true, false
+	return *h, true, nil
 }
 
 func keyOf(userID, idemKey string) key { return key{userID, idemKey} }
@@ -219,32 +183,15 @@ func keyOf(userID, idemKey string) key { return key{userID, idemKey} }
 // idempotency key is kept, so a replay still finds its first answer.
 func (g *Gate) Restock(_ context.Context, saleID, reservationID, source string) (bool, error) {
 	at := g.now()
-	for {
-		s := g.lookup(saleID)
-		if s == nil {
-			return false, flashsale.ErrNotLoaded
-		}
-		if moved, retry, err := s.restock(reservationID, source, at); !retry {
-			return moved, err
-		}
+	s := g.locked(saleID, false)
+	if s == nil {
+		return false, flashsale.ErrNotLoaded
 	}
-}
-
-// restock is Restock at s; retry reports that s was dropped first.
-func (s *sale) restock(reservationID, source string, at time.Time) (moved, retry bool, err error) {
-	h, held, retry := s.lockHold(reservationID, 0)
-	if retry {
-		return false, true, nil
-	}
-	defer s.unlock(held)
+	defer s.mu.Unlock()
 	if !s.loaded() {
-		return false, false, flashsale.ErrNotLoaded
+		return false, flashsale.ErrNotLoaded
 	}
-	if h == nil {
-		return false, false, nil
-	}
-	s.giveBack(h, "restock", source, at)
-	return true, false, nil
+	return s.giveBack(reservationID, "restock", source, at), nil
 }
 
 // Void is Restock for a hold the record never acknowledged; it also forgets
@@ -255,42 +202,20 @@ func (s *sale) restock(reservationID, source string, at time.Time) (moved, retry
 // hold. It returns flashsale.ErrNotLoaded if the sale is not loaded.
 func (g *Gate) Void(_ context.Context, saleID string, h flashsale.Hold, source string) (bool, error) {
 	at := g.now()
-	for {
-		s := g.lookup(saleID)
-		if s == nil {
-			return false, flashsale.ErrNotLoaded
-		}
-		if moved, retry, err := s.void(&h, source, at); !retry {
-			return moved, err
-		}
+	s := g.locked(saleID, false)
+	if s == nil {
+		return false, flashsale.ErrNotLoaded
 	}
-}
-
-// void is Void at s; retry reports that s was dropped first.
-func (s *sale) void(h *flashsale.Hold, source string, at time.Time) (moved, retry bool, err error) {
-	// Beside the stripes of the hold the gate keeps, those of the key and
-	// the admission as h names them.
-	var also stripeSet
-	also.add(s.hash(h.UserID))
-	if h.AdmissionID != "" {
-		also.add(s.hash(h.AdmissionID))
-	}
-	live, held, retry := s.lockHold(h.ReservationID, also)
-	if retry {
-		return false, true, nil
-	}
-	defer s.unlock(held)
+	defer s.mu.Unlock()
 	if !s.loaded() {
-		return false, false, flashsale.ErrNotLoaded
+		return false, flashsale.ErrNotLoaded
 	}
-	if moved = live != nil; moved {
-		s.giveBack(live, "void", source, at)
-	}
+	moved := s.giveBack(h.ReservationID, "void", source, at)
 	forgot := s.forgetKey(h.UserID, h.IdempotencyKey, h.ReservationID)
 	if (moved || forgot) && h.AdmissionID != "" {
 		s.unspend(h.AdmissionID)
 	}
-	return moved, false, nil
+	return moved, nil
 }
 
 // Load sets up the sale's counter with initial units at epoch unless it is
@@ -301,15 +226,15 @@ func (g *Gate) Load(_ context.Context, saleID string, initial, epoch int64, sour
 		return false, fmt.Errorf("memory gate: load %q with %d units: need a sale id and initial >= 0", saleID, initial)
 	}
 	// Make the (possibly large) tables before locking.
-	bs, f := books(initial), newFilter(int(min(2*initial, filterMaxBits)))
+	b, f := newBook(initial), newFilter(int(min(2*initial, filterMaxBits)))
 	at := g.now()
-	s := g.lockedAll(saleID, true)
-	defer s.unlockAll()
+	s := g.locked(saleID, true)
+	defer s.mu.Unlock()
 	if s.loaded() {
 		return false, nil
 	}
 	s.seq.Add(1)
-	s.reset(bs, f, initial)
+	s.reset(b, f)
 	s.counter.Store(initial)
 	s.epoch.Store(epoch)
 	s.flags.Store(s.flags.Load() | flagLoaded)
@@ -346,11 +271,11 @@ func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, h
 		}
 		// Build the new book before locking, so the sale stops only for
 		// the swap.
-		bs, f := s.rebuiltBooks(initial, holds)
+		b, f := s.rebuiltBook(initial, holds)
 		at := g.now()
-		s.lockAll()
+		s.mu.Lock()
 		if s.dead {
-			s.unlockAll()
+			s.mu.Unlock()
 			continue
 		}
 		var old int64
@@ -358,14 +283,14 @@ func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, h
 			old = s.counter.Load()
 		}
 		s.seq.Add(1)
-		s.reset(bs, f, initial)
+		s.reset(b, f)
 		s.counter.Store(counter)
 		s.epoch.Store(epoch)
 		s.flags.Store(flagLoaded | flagPaused)
 		s.seq.Add(1)
 		s.initial, s.won, s.restocked, s.audited = initial, held, 0, counter
 		s.audit.add(flashsale.AuditEntry{At: at, Op: "rebuild", Source: source, Delta: counter - old, Counter: counter})
-		s.unlockAll()
+		s.mu.Unlock()
 		return nil
 	}
 }
@@ -374,7 +299,7 @@ func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, h
 // sale that is not loaded reads as the zero snapshot. It never returns an
 // error.
 func (g *Gate) Snapshot(_ context.Context, saleID string) (flashsale.GateSnapshot, error) {
-	s := g.lockedCounter(saleID)
+	s := g.locked(saleID, false)
 	if s == nil {
 		return flashsale.GateSnapshot{}, nil
 	}
@@ -398,19 +323,14 @@ func (g *Gate) Snapshot(_ context.Context, saleID string) (flashsale.GateSnapsho
 // Holds returns copies of the sale's holds, ordered by reservation id. It
 // never returns an error.
 func (g *Gate) Holds(_ context.Context, saleID string) ([]flashsale.Hold, error) {
-	s := g.lockedAll(saleID, false)
+	s := g.locked(saleID, false)
 	if s == nil {
 		return nil, nil
 	}
-	n := 0
-	for i := range s.stripes {
-		n += s.stripes[i].book.holds.len()
-	}
-	out := make([]flashsale.Hold, 0, n)
-	for i := range s.stripes {
-		s.stripes[i].book.holds.each(func(_ uint64, h *flashsale.Hold) { out = append(out, *h) })
-	}
-	s.unlockAll()
+	b := s.book.Load()
+	out := make([]flashsale.Hold, 0, b.holds.len())
+	b.holds.each(func(_ uint64, h *flashsale.Hold) { out = append(out, *h) })
+	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b flashsale.Hold) int { return strings.Compare(a.ReservationID, b.ReservationID) })
 	return out, nil
 }
@@ -420,8 +340,8 @@ func (g *Gate) Holds(_ context.Context, saleID string) ([]flashsale.Hold, error)
 // the flag. It never returns an error.
 func (g *Gate) SetPaused(_ context.Context, saleID string, paused bool, source string) error {
 	at := g.now()
-	s := g.lockedAll(saleID, true)
-	defer s.unlockAll()
+	s := g.locked(saleID, true)
+	defer s.mu.Unlock()
 	flags, op := s.flags.Load()&^flagPaused, "resume"
 	if paused {
 		flags, op = flags|flagPaused, "pause"
@@ -438,7 +358,7 @@ func (g *Gate) SetPaused(_ context.Context, saleID string, paused bool, source s
 // Audit returns up to limit of the sale's newest audit entries, oldest
 // first. It never returns an error.
 func (g *Gate) Audit(_ context.Context, saleID string, limit int) ([]flashsale.AuditEntry, error) {
-	s := g.lockedCounter(saleID)
+	s := g.locked(saleID, false)
 	if s == nil {
 		return nil, nil
 	}
@@ -449,11 +369,11 @@ func (g *Gate) Audit(_ context.Context, saleID string, limit int) ([]flashsale.A
 // Drop forgets everything the gate keeps for the sale, audit log included.
 // It never returns an error.
 func (g *Gate) Drop(_ context.Context, saleID string) error {
-	s := g.lockedAll(saleID, false)
+	s := g.locked(saleID, false)
 	if s == nil {
 		return nil
 	}
-	defer s.unlockAll()
+	defer s.mu.Unlock()
 	s.seq.Add(1)
 	s.flags.Store(0)
 	s.counter.Store(0)
@@ -477,8 +397,7 @@ func (g *Gate) Ping(context.Context) error { return nil }
 // sale is not loaded. Safe for concurrent use.
 func (g *Gate) Adjust(saleID string, delta int64, source string) error {
 	at := g.now()
-	// The counter lock is enough: Reserve checks the bookkeeping under it.
-	s := g.lockedCounter(saleID)
+	s := g.locked(saleID, false)
 	if s == nil {
 		return flashsale.ErrNotLoaded
 	}

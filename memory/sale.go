@@ -113,8 +113,11 @@ type sale struct {
 	// reaching filterRebuildAt makes a fresh one from the live keys.
 	filterEntries, filterRebuildAt int
 	// pruneAt is the count of spent admissions that triggers the next
-	// pruning pass.
-	pruneAt int
+	// pruning pass. firstLapse is no later than the earliest expiry among
+	// them (Unix nanoseconds): before it a pass would find nothing to
+	// forget, so none is made.
+	pruneAt    int
+	firstLapse int64
 
 	audit auditLog
 }
@@ -130,6 +133,7 @@ func newSale(auditLimit int) *sale {
 func (s *sale) reset(b *book, f *filter) {
 	s.book.Store(b)
 	s.pruneAt = spentPruneMin
+	s.firstLapse = math.MaxInt64 // a new book remembers no spends
 	s.filter.Store(f)
 	s.filterEntries = b.idem.len() + b.spent.len()
 	// Rebuilt keys may already outnumber a filter at its largest size.
@@ -300,7 +304,9 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.
 	}
 	b.idem.put(hs.idem, idemKey, h)
 	if r.AdmissionID != "" {
-		b.spent.put(hs.adm, key{a: r.AdmissionID}, spend{r.AdmissionID, nanos(r.AdmissionExpires)})
+		expires := nanos(r.AdmissionExpires)
+		b.spent.put(hs.adm, key{a: r.AdmissionID}, spend{r.AdmissionID, expires})
+		s.firstLapse = min(s.firstLapse, expires)
 	}
 	s.won += q
 	// The audited counter moves by the audited delta, not to the counter:
@@ -343,8 +349,19 @@ func (s *sale) spentAt(h uint64, admissionID string, now time.Time) bool {
 // is constant per win on average.
 func (s *sale) tidy(now time.Time) {
 	b := s.book.Load()
-	n := nanos(now)
-	b.spent.deleteIf(func(sp spend) bool { return sp.expires <= n })
+	if n := nanos(now); n >= s.firstLapse {
+		// A pass under the lock visits every slot; during a sale whose
+		// admissions outlive it, none would be forgotten.
+		first := int64(math.MaxInt64)
+		b.spent.deleteIf(func(sp spend) bool {
+			if sp.expires <= n {
+				return true
+			}
+			first = min(first, sp.expires)
+			return false
+		})
+		s.firstLapse = first
+	}
 	s.pruneAt = max(2*b.spent.len(), spentPruneMin)
 	if s.filterEntries < s.filterRebuildAt {
 		return

@@ -312,8 +312,9 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.
 	// The audited counter moves by the audited delta, not to the counter:
 	// an unaudited write before this one stays visible.
 	s.audited -= q
-	// The request carries the clock: its Now is when the server took it.
-	s.audit.add(flashsale.AuditEntry{At: r.Now, Op: "reserve", Source: "reserve", Delta: -q, Counter: counter, ReservationID: h.ReservationID})
+	// The entry is dated by the hold, that is by the request: its Now is
+	// when the server took it.
+	s.audit.addReserve(h, counter)
 
 	s.filterEntries += added
 	if b.spent.len() >= s.pruneAt || s.filterEntries >= s.filterRebuildAt {

@@ -227,6 +227,7 @@ func (g *Gate) Load(_ context.Context, saleID string, initial, epoch int64, sour
 	}
 	// Make the (possibly large) tables before locking.
 	b, f := newBook(initial), newFilter(int(min(2*initial, filterMaxBits)))
+	b.presizeHolds(initial)
 	at := g.now()
 	s := g.locked(saleID, true)
 	defer s.mu.Unlock()
@@ -272,6 +273,7 @@ func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, h
 		// Build the new book before locking, so the sale stops only for
 		// the swap.
 		b, f := s.rebuiltBook(initial, holds)
+		b.presizeHolds(counter)
 		at := g.now()
 		s.mu.Lock()
 		if s.dead {

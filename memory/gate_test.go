@@ -185,6 +185,31 @@ func TestSoldOutAllocatesNothing(t *testing.T) {
 	}
 }
 
+// TestWinAllocatesNothing pins a win at zero allocations while the sale
+// sells the stock it was loaded with: the hold goes into the book's slab,
+// the tables and the audit log were sized at load.
+func TestWinAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	const runs = 500
+	g := New(Config{})
+	g.Load(ctx, "s", runs+1, 1, "test")
+	reqs := make([]flashsale.GateReserve, runs+1) // AllocsPerRun warms up once
+	now := time.Now()
+	for i := range reqs {
+		reqs[i] = request("s", i, now)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		if out, _ := g.Reserve(ctx, reqs[i]); out.Verdict != flashsale.VerdictWon {
+			t.Fatalf("reserve %d: %v", i, out.Verdict)
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("a win allocates %v times", allocs)
+	}
+}
+
 // TestFastPathNeverHidesAKey drives the lock-free path with keys the sale
 // holds, many times, while the sale is sold out: each must replay.
 func TestFastPathNeverHidesAKey(t *testing.T) {

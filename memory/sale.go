@@ -61,6 +61,33 @@ type book struct {
 	// spent is by admission id. A spend is forgotten when it lapses (see
 	// tidy), when Void gives it back, and on Rebuild.
 	spent table[spend]
+	// slab is room for the holds of wins to come, made with the book and
+	// sized from the units there are to sell, so that a win copies its
+	// hold into place instead of allocating it (see newHold).
+	slab []flashsale.Hold
+}
+
+// slabMax caps the holds a book makes room for up front; past them a sale
+// makes room slabChunk holds at a time.
+const (
+	slabMax   = 1 << 14
+	slabChunk = 1 << 10
+)
+
+// presizeHolds makes room for the holds of about units wins.
+func (b *book) presizeHolds(units int64) {
+	b.slab = make([]flashsale.Hold, min(max(units, 0), slabMax))
+}
+
+// newHold returns a place for a new hold, which stays where it is for as
+// long as anything refers to it.
+func (b *book) newHold() *flashsale.Hold {
+	if len(b.slab) == 0 {
+		b.slab = make([]flashsale.Hold, slabChunk)
+	}
+	h := &b.slab[0]
+	b.slab = b.slab[1:]
+	return h
 }
 
 func holdHasID(h *flashsale.Hold, k key) bool         { return h.ReservationID == k.a }
@@ -184,7 +211,9 @@ func (s *sale) reserve(r *flashsale.GateReserve) (out flashsale.GateOutcome, ret
 	if r.Instrument != "" {
 		b.instruments.touch(hs.instr)
 	}
-	h := &flashsale.Hold{
+	// The hold is made here, outside the lock; a win copies it into the
+	// book's slab.
+	h := flashsale.Hold{
 		ReservationID:  r.ReservationID,
 		UserID:         r.UserID,
 		Quantity:       r.Quantity,
@@ -199,7 +228,7 @@ func (s *sale) reserve(r *flashsale.GateReserve) (out flashsale.GateOutcome, ret
 	if s.dead {
 		return out, true, nil
 	}
-	out, err = s.reserveLocked(r, &hs, h)
+	out, err = s.reserveLocked(r, &hs, &h)
 	return out, false, err
 }
 
@@ -241,9 +270,9 @@ func (s *sale) quickReserve(r *flashsale.GateReserve, hIdem, hAdm uint64) (out f
 	return out, true
 }
 
-// reserveLocked is Reserve under the lock; h is the hold to keep if r
+// reserveLocked is Reserve under the lock; won is the hold to keep if r
 // wins.
-func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.Hold) (flashsale.GateOutcome, error) {
+func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, won *flashsale.Hold) (flashsale.GateOutcome, error) {
 	b := s.book.Load()
 	flags := s.flags.Load()
 	if flags&flagLoaded == 0 {
@@ -297,6 +326,8 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.
 	}
 	s.seq.Add(1)
 
+	h := b.newHold()
+	*h = *won
 	b.holds.put(hs.res, key{a: h.ReservationID}, h)
 	b.buyers.put(hs.user, key{a: h.UserID}, h)
 	if h.Instrument != "" {

@@ -3,7 +3,7 @@
 // overselling is prevented when one process serves a sale.
 //
 // Every decision about a sale is one atomic step under that sale's mutex, as
-// flashsale.Gate requires. Two things keep that fast:
+// flashsale.Gate requires. Three things keep that fast:
 //
 //   - Most requests that reach the gate during a flash sale are rejections
 //     (sold out above all), so Reserve and Lookup first try a lock-free
@@ -15,6 +15,14 @@
 //     are open-addressing tables keyed by those hashes (exact keys are
 //     checked on a hit), and a reserve reads the slots it will probe
 //     before it queues for the lock, so the locked step mostly hits cache.
+//   - What a win writes under the lock is kept small, and a win does not
+//     allocate: its hold is copied into a slab the sale made at load from
+//     its stock, and its audit entry is that hold and the counter it left
+//     (see auditLog).
+//
+// Striping a sale's keys over several locks was tried and measured slower
+// on two cores: a win then moves more lock cache lines between cores than
+// one lock does (see BENCHMARKS.md, issue 7).
 package memory
 
 import (
@@ -227,6 +235,7 @@ func (g *Gate) Load(_ context.Context, saleID string, initial, epoch int64, sour
 	}
 	// Make the (possibly large) tables before locking.
 	b, f := newBook(initial), newFilter(int(min(2*initial, filterMaxBits)))
+	b.presizeHolds(initial)
 	at := g.now()
 	s := g.locked(saleID, true)
 	defer s.mu.Unlock()
@@ -272,6 +281,7 @@ func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, h
 		// Build the new book before locking, so the sale stops only for
 		// the swap.
 		b, f := s.rebuiltBook(initial, holds)
+		b.presizeHolds(counter)
 		at := g.now()
 		s.mu.Lock()
 		if s.dead {

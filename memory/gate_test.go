@@ -185,6 +185,31 @@ func TestSoldOutAllocatesNothing(t *testing.T) {
 	}
 }
 
+// TestWinAllocatesNothing pins a win at zero allocations while the sale
+// sells the stock it was loaded with: the hold goes into the book's slab,
+// the tables and the audit log were sized at load.
+func TestWinAllocatesNothing(t *testing.T) {
+	ctx := context.Background()
+	const runs = 500
+	g := New(Config{})
+	g.Load(ctx, "s", runs+1, 1, "test")
+	reqs := make([]flashsale.GateReserve, runs+1) // AllocsPerRun warms up once
+	now := time.Now()
+	for i := range reqs {
+		reqs[i] = request("s", i, now)
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(runs, func() {
+		if out, _ := g.Reserve(ctx, reqs[i]); out.Verdict != flashsale.VerdictWon {
+			t.Fatalf("reserve %d: %v", i, out.Verdict)
+		}
+		i++
+	})
+	if allocs != 0 {
+		t.Fatalf("a win allocates %v times", allocs)
+	}
+}
+
 // TestFastPathNeverHidesAKey drives the lock-free path with keys the sale
 // holds, many times, while the sale is sold out: each must replay.
 func TestFastPathNeverHidesAKey(t *testing.T) {
@@ -282,5 +307,49 @@ func TestQuickPathYieldsToWriters(t *testing.T) {
 	}
 	if s.quickUnknown(hIdem) {
 		t.Fatal("the quick lookup answered during a write")
+	}
+}
+
+// TestAuditMixesWinsAndOtherEntries checks that a win's entry, kept by its
+// hold, reads back as the same entry as any other, in order and numbered,
+// across the ring's wrap.
+func TestAuditMixesWinsAndOtherEntries(t *testing.T) {
+	ctx := context.Background()
+	clock := gatetest.NewClock()
+	g := New(Config{Now: clock.Now, AuditLimit: 5})
+	g.Load(ctx, "s", 10, 1, "loader")
+	var want []flashsale.AuditEntry
+	for i := range 3 {
+		clock.Advance(time.Millisecond)
+		r := request("s", i, clock.Now())
+		r.Quantity = i + 1
+		out, err := g.Reserve(ctx, r)
+		if err != nil || out.Verdict != flashsale.VerdictWon {
+			t.Fatalf("reserve %d: %v, %v", i, out.Verdict, err)
+		}
+		want = append(want, flashsale.AuditEntry{At: r.Now, Op: "reserve", Source: "reserve", Delta: -int64(r.Quantity), Counter: out.Remaining, ReservationID: r.ReservationID})
+	}
+	clock.Advance(time.Millisecond)
+	if moved, err := g.Restock(ctx, "s", "res-1", "sweeper"); !moved || err != nil {
+		t.Fatalf("Restock = %v, %v", moved, err)
+	}
+	want = append(want, flashsale.AuditEntry{At: clock.Now(), Op: "restock", Source: "sweeper", Delta: 2, Counter: 6, ReservationID: "res-1"})
+	g.SetPaused(ctx, "s", true, "operator")
+	want = append(want, flashsale.AuditEntry{At: clock.Now(), Op: "pause", Source: "operator", Counter: 6})
+	// Six entries through a ring of five: only the load is gone.
+	got, _ := g.Audit(ctx, "s", 100)
+	if len(got) != len(want) {
+		t.Fatalf("Audit = %d entries %+v; want %d", len(got), got, len(want))
+	}
+	for i := range got {
+		w := want[i]
+		w.Seq = int64(2 + i)
+		if !got[i].At.Equal(w.At) {
+			t.Fatalf("entry %d at %v; want %v", i, got[i].At, w.At)
+		}
+		got[i].At, w.At = time.Time{}, time.Time{}
+		if got[i] != w {
+			t.Fatalf("entry %d = %+v; want %+v", i, got[i], w)
+		}
 	}
 }

@@ -61,6 +61,33 @@ type book struct {
 	// spent is by admission id. A spend is forgotten when it lapses (see
 	// tidy), when Void gives it back, and on Rebuild.
 	spent table[spend]
+	// slab is room for the holds of wins to come, made with the book and
+	// sized from the units there are to sell, so that a win copies its
+	// hold into place instead of allocating it (see newHold).
+	slab []flashsale.Hold
+}
+
+// slabMax caps the holds a book makes room for up front; past them a sale
+// makes room slabChunk holds at a time.
+const (
+	slabMax   = 1 << 14
+	slabChunk = 1 << 10
+)
+
+// presizeHolds makes room for the holds of about units wins.
+func (b *book) presizeHolds(units int64) {
+	b.slab = make([]flashsale.Hold, min(max(units, 0), slabMax))
+}
+
+// newHold returns a place for a new hold, which stays where it is for as
+// long as anything refers to it.
+func (b *book) newHold() *flashsale.Hold {
+	if len(b.slab) == 0 {
+		b.slab = make([]flashsale.Hold, slabChunk)
+	}
+	h := &b.slab[0]
+	b.slab = b.slab[1:]
+	return h
 }
 
 func holdHasID(h *flashsale.Hold, k key) bool         { return h.ReservationID == k.a }
@@ -113,8 +140,11 @@ type sale struct {
 	// reaching filterRebuildAt makes a fresh one from the live keys.
 	filterEntries, filterRebuildAt int
 	// pruneAt is the count of spent admissions that triggers the next
-	// pruning pass.
-	pruneAt int
+	// pruning pass. firstLapse is no later than the earliest expiry among
+	// them (Unix nanoseconds): before it a pass would find nothing to
+	// forget, so none is made.
+	pruneAt    int
+	firstLapse int64
 
 	audit auditLog
 }
@@ -130,6 +160,7 @@ func newSale(auditLimit int) *sale {
 func (s *sale) reset(b *book, f *filter) {
 	s.book.Store(b)
 	s.pruneAt = spentPruneMin
+	s.firstLapse = math.MaxInt64 // a new book remembers no spends
 	s.filter.Store(f)
 	s.filterEntries = b.idem.len() + b.spent.len()
 	// Rebuilt keys may already outnumber a filter at its largest size.
@@ -180,7 +211,9 @@ func (s *sale) reserve(r *flashsale.GateReserve) (out flashsale.GateOutcome, ret
 	if r.Instrument != "" {
 		b.instruments.touch(hs.instr)
 	}
-	h := &flashsale.Hold{
+	// The hold is made here, outside the lock; a win copies it into the
+	// book's slab.
+	h := flashsale.Hold{
 		ReservationID:  r.ReservationID,
 		UserID:         r.UserID,
 		Quantity:       r.Quantity,
@@ -195,7 +228,7 @@ func (s *sale) reserve(r *flashsale.GateReserve) (out flashsale.GateOutcome, ret
 	if s.dead {
 		return out, true, nil
 	}
-	out, err = s.reserveLocked(r, &hs, h)
+	out, err = s.reserveLocked(r, &hs, &h)
 	return out, false, err
 }
 
@@ -237,9 +270,9 @@ func (s *sale) quickReserve(r *flashsale.GateReserve, hIdem, hAdm uint64) (out f
 	return out, true
 }
 
-// reserveLocked is Reserve under the lock; h is the hold to keep if r
+// reserveLocked is Reserve under the lock; won is the hold to keep if r
 // wins.
-func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.Hold) (flashsale.GateOutcome, error) {
+func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, won *flashsale.Hold) (flashsale.GateOutcome, error) {
 	b := s.book.Load()
 	flags := s.flags.Load()
 	if flags&flagLoaded == 0 {
@@ -293,6 +326,8 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.
 	}
 	s.seq.Add(1)
 
+	h := b.newHold()
+	*h = *won
 	b.holds.put(hs.res, key{a: h.ReservationID}, h)
 	b.buyers.put(hs.user, key{a: h.UserID}, h)
 	if h.Instrument != "" {
@@ -300,14 +335,17 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, h *flashsale.
 	}
 	b.idem.put(hs.idem, idemKey, h)
 	if r.AdmissionID != "" {
-		b.spent.put(hs.adm, key{a: r.AdmissionID}, spend{r.AdmissionID, nanos(r.AdmissionExpires)})
+		expires := nanos(r.AdmissionExpires)
+		b.spent.put(hs.adm, key{a: r.AdmissionID}, spend{r.AdmissionID, expires})
+		s.firstLapse = min(s.firstLapse, expires)
 	}
 	s.won += q
 	// The audited counter moves by the audited delta, not to the counter:
 	// an unaudited write before this one stays visible.
 	s.audited -= q
-	// The request carries the clock: its Now is when the server took it.
-	s.audit.add(flashsale.AuditEntry{At: r.Now, Op: "reserve", Source: "reserve", Delta: -q, Counter: counter, ReservationID: h.ReservationID})
+	// The entry is dated by the hold, that is by the request: its Now is
+	// when the server took it.
+	s.audit.addReserve(h, counter)
 
 	s.filterEntries += added
 	if b.spent.len() >= s.pruneAt || s.filterEntries >= s.filterRebuildAt {
@@ -343,8 +381,19 @@ func (s *sale) spentAt(h uint64, admissionID string, now time.Time) bool {
 // is constant per win on average.
 func (s *sale) tidy(now time.Time) {
 	b := s.book.Load()
-	n := nanos(now)
-	b.spent.deleteIf(func(sp spend) bool { return sp.expires <= n })
+	if n := nanos(now); n >= s.firstLapse {
+		// A pass under the lock visits every slot; during a sale whose
+		// admissions outlive it, none would be forgotten.
+		first := int64(math.MaxInt64)
+		b.spent.deleteIf(func(sp spend) bool {
+			if sp.expires <= n {
+				return true
+			}
+			first = min(first, sp.expires)
+			return false
+		})
+		s.firstLapse = first
+	}
 	s.pruneAt = max(2*b.spent.len(), spentPruneMin)
 	if s.filterEntries < s.filterRebuildAt {
 		return

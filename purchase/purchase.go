@@ -591,7 +591,12 @@ func (s *Service) Cancel(ctx context.Context, userID, id string) (*flashsale.Res
 	if err != nil {
 		return nil, err
 	}
-	if restocked {
+	// The record decided the restock once (restocked), for this call or an
+	// earlier one. A repeated cancel asks the gate too, whose restock is
+	// idempotent per reservation: so that when any cancel returns, the
+	// units are back, even while the first canceller is still on its way
+	// to the gate.
+	if restocked || r.State == flashsale.ReservationCancelled {
 		gctx, gcancel := context.WithTimeout(ctx, s.cfg.GateTimeout)
 		defer gcancel()
 		moved, err := s.cfg.Gate.Restock(gctx, r.SaleID, r.ID, "cancel")

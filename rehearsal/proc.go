@@ -587,6 +587,18 @@ func figuresOf(e *engine.Engine, sale *flashsale.Sale) func(context.Context) (st
 			}
 		}
 		f.RecordCalls, f.BackgroundRecordCalls = e.RecordCalls()
+		held, err := e.Queue.Suspects(ctx, sale.ID)
+		if err != nil {
+			return f, err
+		}
+		f.HeldKnown = true
+		for user := range held {
+			if isBot(user) {
+				f.HeldBots++
+			} else {
+				f.HeldPeople++
+			}
+		}
 		return f, nil
 	}
 }

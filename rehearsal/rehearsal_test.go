@@ -108,6 +108,9 @@ func TestBotsUnderRandom(t *testing.T) {
 	if rep.BotPopulationShare < 0.19 || rep.BotPopulationShare > 0.21 {
 		t.Fatalf("bots were %.3f of the crowd, want 0.2", rep.BotPopulationShare)
 	}
+	if !rep.Store.HeldKnown || rep.Store.HeldPeople != 0 || rep.Store.HeldBots == 0 {
+		t.Errorf("held as automation: %d bots, %d people; want some bots and no person", rep.Store.HeldBots, rep.Store.HeldPeople)
+	}
 	if rep.BotUnitShare > rep.BotPopulationShare/2 {
 		t.Errorf("bots won %.3f of the units, more than half their share of the crowd (%.3f)", rep.BotUnitShare, rep.BotPopulationShare)
 	}

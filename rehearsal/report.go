@@ -17,6 +17,10 @@ type storeFigures struct {
 	Initial, Counter, Pending, Confirmed, Expired, Cancelled, Voided int64
 	// BotUnits is the units confirmed to bot accounts, from the orders.
 	BotUnits int64
+	// HeldBots and HeldPeople are the shoppers the waiting room held as
+	// automation (in process): people among them are false positives.
+	HeldBots, HeldPeople int64
+	HeldKnown            bool
 	// RecordCalls counts every call to the record in the run (in process);
 	// BackgroundRecordCalls those of the background services.
 	RecordCalls, BackgroundRecordCalls int64
@@ -257,6 +261,9 @@ func (rep *Report) WriteText(w io.Writer) {
 	if c.Bots > 0 {
 		fmt.Fprintf(w, "  bots: %.1f%% of the crowd, %.1f%% of the units sold (%d units)\n",
 			rep.BotPopulationShare*100, rep.BotUnitShare*100, s.BotUnits)
+	}
+	if s.HeldKnown {
+		fmt.Fprintf(w, "  held as automation: %s bots, %s people\n", thousands(s.HeldBots), thousands(s.HeldPeople))
 	}
 	if rep.SoldOutSeen {
 		fmt.Fprintf(w, "  sold out announced %s after the counter reached zero (sale time); %d polls answered as if units remained more than 1 s after\n",

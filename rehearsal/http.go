@@ -402,7 +402,7 @@ func (d *httpDriver) view(ctx context.Context) (saleView, error) {
 func (d *httpDriver) sampleLoop(ctx context.Context) {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
-	last, lastUpTo := time.Now(), int64(0)
+	last, lastUpTo, lastBack := time.Now(), int64(0), int64(0)
 	for {
 		select {
 		case <-ctx.Done():
@@ -413,6 +413,13 @@ func (d *httpDriver) sampleLoop(ctx context.Context) {
 				continue
 			}
 			d.unitsLeft.Store(*v.Counter)
+			// Units that came back since the last sample may have been
+			// sold again before this one: the counter was above zero in
+			// between, and polls then rightly saw units.
+			if back := v.Expired + v.Cancelled + v.Voided; back > lastBack {
+				lastBack = back
+				d.observeCounter(1, now)
+			}
 			d.observeCounter(*v.Counter, now)
 			dt := now.Sub(last).Seconds()
 			rate := 0.0

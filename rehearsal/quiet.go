@@ -107,8 +107,7 @@ func (q *quietProbe) once(ctx context.Context) {
 	who := persona{user: "quiet-" + strconv.FormatInt(n, 10), created: time.Unix(0, 0), card: "quiet-card-" + strconv.FormatInt(n, 10)}
 	sh := &shopper{}
 	if rep := q.c.ticket(ctx, who, sh); rep.code == "" {
-		sh.ticket = rep.ticket
-		if st := q.c.status(ctx, sh.ticket); st.state == "admitted" {
+		if st := q.c.status(ctx, rep.ticket); st.state == "admitted" {
 			sh.x().admission = st.admission
 			start := time.Now()
 			rep := q.c.reserve(ctx, who, sh, "quiet-"+strconv.FormatInt(n, 10))

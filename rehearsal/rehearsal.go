@@ -169,10 +169,10 @@ const (
 	fateLate
 )
 
-// shopper is one synthetic shopper: kept small (40 bytes), since there
-// are millions; what only the shoppers near the front need is in extra.
+// shopper is one synthetic shopper: kept small (32 bytes), since there
+// are millions (its ticket is kept in run.tickets); what only the shoppers near the front need is in extra.
 type shopper struct {
-	ticket   string
+	ticket   ticketRef
 	extra    *extra
 	giveUp   int64 // unix nanos: a person's patience runs out
 	phase    phase
@@ -245,6 +245,7 @@ type run struct {
 	// regCloses is a lottery's end of registration.
 	regCloses time.Time
 	shoppers  []shopper
+	tickets   *tickets
 	client    client
 	stats     *stats
 	// zeroSince is the unix nanos since which the gate's counter has
@@ -262,6 +263,7 @@ func newRun(cfg Config, c client, opensAt time.Time) *run {
 	r.closesAt = opensAt.Add(cfg.Arrival + 3*cfg.Hold + 2*time.Minute)
 	r.regCloses = opensAt.Add(-time.Second)
 	r.shoppers = make([]shopper, cfg.Users)
+	r.tickets = newTickets(cfg.Users)
 	botEvery := 0.0
 	if cfg.Bots > 0 {
 		botEvery = 1 / cfg.Bots
@@ -360,7 +362,7 @@ func solveTime(bot bool, bits int) time.Duration {
 // finish ends shopper i's part.
 func (r *run) finish(sh *shopper) time.Time {
 	sh.phase = phDone
-	sh.ticket, sh.extra = "", nil
+	sh.ticket, sh.extra = ticketRef{}, nil
 	r.stats.done.Add(1)
 	return time.Time{}
 }
@@ -417,7 +419,7 @@ func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 		rep := r.call(routeTicket, func() reply { return r.client.ticket(ctx, who, sh) })
 		switch rep.code {
 		case "":
-			sh.ticket, sh.phase = rep.ticket, phPoll
+			sh.ticket, sh.phase = r.tickets.put(rep.ticket), phPoll
 			return r.after(i, sh, now, rep.retryAfter, 0)
 		case string(flashsale.CodeRateLimited), string(flashsale.CodeSalePaused), string(flashsale.CodeUnavailable), "overloaded", "transport":
 			return r.retry(i, sh, now, rep.retryAfter)
@@ -428,7 +430,7 @@ func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 	case phAdmission:
 		salt := sh.x().salt
 		nonce := challenge.Solve(salt, int(sh.bits))
-		rep := r.call(routeAdmission, func() reply { return r.client.admission(ctx, sh.ticket, salt, nonce) })
+		rep := r.call(routeAdmission, func() reply { return r.client.admission(ctx, r.tickets.get(sh.ticket), salt, nonce) })
 		sh.x().salt = ""
 		switch rep.code {
 		case "":
@@ -480,7 +482,7 @@ func (r *run) retry(i int, sh *shopper, now time.Time, retryAfter time.Duration)
 
 // poll asks for the shopper's status and acts on the answer.
 func (r *run) poll(ctx context.Context, i int, sh *shopper, now time.Time) time.Time {
-	rep := r.call(routeStatus, func() reply { return r.client.status(ctx, sh.ticket) })
+	rep := r.call(routeStatus, func() reply { return r.client.status(ctx, r.tickets.get(sh.ticket)) })
 	if rep.code != "" {
 		if rep.code == string(flashsale.CodeInvalidToken) {
 			return r.finish(sh)
@@ -489,7 +491,7 @@ func (r *run) poll(ctx context.Context, i int, sh *shopper, now time.Time) time.
 	}
 	r.stats.state(rep.state)
 	if rep.ticket != "" {
-		sh.ticket = rep.ticket
+		sh.ticket = r.tickets.put(rep.ticket)
 	}
 	switch rep.state {
 	case "sold_out":

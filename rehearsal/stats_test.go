@@ -1,6 +1,8 @@
 package rehearsal
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -37,5 +39,32 @@ func TestQuantile(t *testing.T) {
 	var empty hist
 	if empty.quantile(0.99) != 0 {
 		t.Error("an empty histogram has a quantile")
+	}
+}
+
+// Tickets kept in chunks come back as they went in, across chunks, from
+// many goroutines.
+func TestTickets(t *testing.T) {
+	tk := newTickets(1000)
+	refs := make([]ticketRef, 2000)
+	want := func(i int) string { return fmt.Sprintf("tkt.%0*d", 100+i%50, i) }
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < len(refs); i += 4 {
+				refs[i] = tk.put(want(i))
+			}
+		}()
+	}
+	wg.Wait()
+	for i, r := range refs {
+		if got := tk.get(r); got != want(i) {
+			t.Fatalf("ticket %d: %q", i, got)
+		}
+	}
+	if tk.get(ticketRef{}) != "" || tk.put("") != (ticketRef{}) {
+		t.Fatal("the empty ticket")
 	}
 }

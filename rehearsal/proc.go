@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"github.com/flashsale/flashsale/internal/tally"
 	"github.com/flashsale/flashsale/outbox"
 	"github.com/flashsale/flashsale/purchase"
@@ -203,6 +204,17 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer e.Close()
+	if cfg.RedisURL != "" {
+		// The rehearsal's keys (gate, queue, limits) go when it does.
+		defer func() {
+			client, err := engine.OpenRedis(context.WithoutCancel(ctx), cfg.RedisURL)
+			if err != nil {
+				return
+			}
+			defer client.Close()
+			_ = rediskeys.DeletePrefix(context.WithoutCancel(ctx), client, ecfg.RedisPrefix)
+		}()
+	}
 
 	c := &procClient{e: e}
 	r := newRun(cfg, c, opensAt)

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/flashsale/flashsale/internal/rediskeys"
 	"net/url"
 	"os"
 	"strings"
@@ -144,28 +145,12 @@ func Redis(t testing.TB) (rueidis.Client, string) {
 	return client, prefix
 }
 
-// DeleteKeys deletes every key that starts with prefix: on the one server,
-// or on every node of a cluster (each is scanned; each key is deleted
-// through client, which sends it to the master that holds it).
+// DeleteKeys deletes every key that starts with prefix, on the one server
+// or on every node of a cluster.
 func DeleteKeys(client rueidis.Client, prefix string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, node := range client.Nodes() {
-		var cursor uint64
-		for {
-			res, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+"*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				break
-			}
-			for _, k := range res.Elements {
-				client.Do(ctx, client.B().Del().Key(k).Build())
-			}
-			if res.Cursor == 0 {
-				break
-			}
-			cursor = res.Cursor
-		}
-	}
+	_ = rediskeys.DeletePrefix(ctx, client, prefix)
 }
 
 // NATSURL returns the URL of the test NATS server.

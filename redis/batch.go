@@ -1,0 +1,224 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale"
+)
+
+// Reserves of one sale are combined: while a reserve script call of the
+// sale is in flight, the reserves that arrive queue, and the call's end
+// sends everything queued as one script call (reserveLua decides a batch in
+// order, each reserve as if it ran alone). Nothing waits for a batch to
+// fill: a reserve that finds a free slot goes at once, alone, as before, so
+// a quiet sale pays nothing; only a crowd, which would otherwise queue
+// inside Redis behind one script call per shopper, shares the calls.
+//
+// The combining is per process and per sale (per shard of a split sale),
+// which is also per hash tag, so a batch is one script on one slot and runs
+// unchanged on Redis Cluster.
+const (
+	// maxInFlight is how many reserve calls of one sale a Gate keeps in
+	// flight at once. Two let one batch travel and be parsed while Redis
+	// runs the other, and keep two concurrent shoppers from waiting on
+	// each other.
+	maxInFlight = 2
+	// maxBatch bounds the reserves of one script call, so that one call
+	// never holds Redis for long (a win costs the batch script about a
+	// microsecond).
+	maxBatch = 128
+)
+
+// combiner queues a sale's reserves while its calls are in flight.
+type combiner struct {
+	mu       sync.Mutex
+	inFlight int
+	waiting  []*pending
+}
+
+// pending is one reserve on its way through a combiner. out and err are
+// set before done is closed.
+type pending struct {
+	ctx  context.Context
+	r    flashsale.GateReserve
+	out  flashsale.GateOutcome
+	err  error
+	done chan struct{}
+}
+
+// take removes up to maxBatch of the oldest waiting reserves; c.mu is held.
+func (c *combiner) take() []*pending {
+	n := min(len(c.waiting), maxBatch)
+	batch := c.waiting[:n:n]
+	c.waiting = c.waiting[n:]
+	if len(c.waiting) == 0 {
+		c.waiting = nil
+	}
+	return batch
+}
+
+func (g *Gate) combiner(saleID string) *combiner {
+	if c, ok := g.combiners.Load(saleID); ok {
+		return c.(*combiner)
+	}
+	c, _ := g.combiners.LoadOrStore(saleID, &combiner{})
+	return c.(*combiner)
+}
+
+// reserve decides r through the sale's combiner: at once if a call slot
+// is free and nobody queues, else in the next batch. It returns when r is
+// decided or ctx ends, whichever is first; in the second case r may or may
+// not have been decided, like any call cut short.
+func (g *Gate) reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
+	c := g.combiner(r.SaleID)
+	c.mu.Lock()
+	if c.inFlight < maxInFlight && len(c.waiting) == 0 {
+		c.inFlight++
+		c.mu.Unlock()
+		p := &pending{ctx: ctx, r: r}
+		g.decide(ctx, []*pending{p})
+		g.release(c)
+		return p.out, p.err
+	}
+	p := &pending{ctx: ctx, r: r, done: make(chan struct{})}
+	c.waiting = append(c.waiting, p)
+	if g.queued != nil {
+		g.queued(r) // under the lock, so a test sees the queue's order
+	}
+	c.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.out, p.err
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	if i := slices.Index(c.waiting, p); i >= 0 {
+		// Never sent: nothing happened.
+		c.waiting = slices.Delete(c.waiting, i, i+1)
+	}
+	c.mu.Unlock()
+	select {
+	case <-p.done:
+		return p.out, p.err
+	default:
+		return flashsale.GateOutcome{}, fail("reserve", ctx.Err())
+	}
+}
+
+// release ends a caller's own call: if reserves queued meanwhile, a runner
+// takes over the call slot and sends them; otherwise the slot is freed.
+func (g *Gate) release(c *combiner) {
+	c.mu.Lock()
+	if len(c.waiting) == 0 {
+		c.inFlight--
+		c.mu.Unlock()
+		return
+	}
+	batch := c.take()
+	c.mu.Unlock()
+	go g.run(c, batch)
+}
+
+// run sends batch after batch of queued reserves until none wait, then
+// frees its call slot. It has no caller of its own to answer, so it keeps
+// the slot as long as reserves queue.
+func (g *Gate) run(c *combiner, batch []*pending) {
+	for {
+		ctx, cancel := batchContext(batch)
+		g.decide(ctx, batch)
+		cancel()
+		for _, p := range batch {
+			close(p.done)
+		}
+		c.mu.Lock()
+		if len(c.waiting) == 0 {
+			c.inFlight--
+			c.mu.Unlock()
+			return
+		}
+		batch = c.take()
+		c.mu.Unlock()
+	}
+}
+
+// batchContext bounds a batch's call by the latest deadline of its
+// reserves, so that no shopper's reserve is cut short by another's
+// deadline; a reserve without a deadline leaves the call to the client's
+// own timeouts (Open's WriteTimeout). The call keeps the first reserve's
+// values, but none of their cancellations: a shopper who stops waiting
+// does not cancel the others' decisions.
+func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
+	var latest time.Time
+	for _, p := range batch {
+		d, ok := p.ctx.Deadline()
+		if !ok {
+			return context.WithCancel(context.WithoutCancel(batch[0].ctx))
+		}
+		if d.After(latest) {
+			latest = d
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(batch[0].ctx), latest)
+}
+
+// decide runs one reserve script call for batch, all of one sale, and
+// sets each reserve's outcome. A reserve whose caller stopped waiting
+// before the call is left out of it.
+func (g *Gate) decide(ctx context.Context, batch []*pending) {
+	live := batch[:0:0]
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err = fail("reserve", err)
+			continue
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
+	if g.beforeCall != nil {
+		rs := make([]flashsale.GateReserve, len(live))
+		for i, p := range live {
+			rs[i] = p.r
+		}
+		g.beforeCall(rs)
+	}
+	k := g.keys(live[0].r.SaleID)
+	args := make([]string, 1, 1+reserveFields*len(live))
+	args[0] = g.maxLen
+	for _, p := range live {
+		r := &p.r
+		args = append(args,
+			r.ReservationID, r.UserID, strconv.Itoa(r.Quantity), r.Instrument,
+			r.AdmissionID, ms(r.AdmissionExpires), strconv.FormatInt(r.Epoch, 10),
+			idemField(r.UserID, r.IdempotencyKey), encodeHold(holdOf(r)), ms(r.Now))
+	}
+	vals, err := reserveScript.Exec(ctx, g.client,
+		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}, args).ToArray()
+	if err != nil {
+		err = fail("reserve", err)
+	} else if len(vals) != 1 && len(vals) != 1+3*len(live) {
+		err = fmt.Errorf("redis gate: reserve: reply of %d values for %d reserves", len(vals), len(live))
+	}
+	var epoch int64
+	if err == nil {
+		if epoch, err = asInt(vals[0]); err != nil {
+			err = fmt.Errorf("redis gate: reserve: epoch %v: %w", vals[0], err)
+		}
+	}
+	for i, p := range live {
+		switch {
+		case err != nil:
+			p.err = err
+		case len(vals) == 1:
+			p.out = flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}
+		default:
+			p.out, p.err = outcome(&p.r, epoch, vals[1+3*i:4+3*i])
+		}
+	}
+}

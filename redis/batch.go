@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/redis/rueidis"
 )
 
 // Reserves of one sale are combined: while a reserve script call of the
@@ -170,13 +171,16 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 // sets each reserve's outcome. A reserve whose caller stopped waiting
 // before the call is left out of it.
 func (g *Gate) decide(ctx context.Context, batch []*pending) {
-	live := batch[:0:0]
-	for _, p := range batch {
-		if err := p.ctx.Err(); err != nil {
-			p.err = fail("reserve", err)
-			continue
+	live := batch
+	if slices.ContainsFunc(batch, func(p *pending) bool { return p.ctx.Err() != nil }) {
+		live = nil
+		for _, p := range batch {
+			if err := p.ctx.Err(); err != nil {
+				p.err = fail("reserve", err)
+				continue
+			}
+			live = append(live, p)
 		}
-		live = append(live, p)
 	}
 	if len(live) == 0 {
 		return
@@ -189,36 +193,108 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 		g.beforeCall(rs)
 	}
 	k := g.keys(live[0].r.SaleID)
-	args := make([]string, 1, 1+reserveFields*len(live))
-	args[0] = g.maxLen
-	for _, p := range live {
-		r := &p.r
-		args = append(args,
-			r.ReservationID, r.UserID, strconv.Itoa(r.Quantity), r.Instrument,
-			r.AdmissionID, ms(r.AdmissionExpires), strconv.FormatInt(r.Epoch, 10),
-			idemField(r.UserID, r.IdempotencyKey), encodeHold(holdOf(r)), ms(r.Now))
-	}
 	vals, err := reserveScript.Exec(ctx, g.client,
-		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}, args).ToArray()
+		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}, g.reserveArgs(live)).ToArray()
+	if err == nil && len(vals) == 1 {
+		for _, p := range live {
+			p.out = flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}
+		}
+		return
+	}
+	var (
+		epoch, left int64
+		codes       string
+	)
 	if err != nil {
 		err = fail("reserve", err)
-	} else if len(vals) != 1 && len(vals) != 1+3*len(live) {
-		err = fmt.Errorf("redis gate: reserve: reply of %d values for %d reserves", len(vals), len(live))
+	} else {
+		epoch, left, codes, err = readReply(vals, len(live))
 	}
-	var epoch int64
-	if err == nil {
-		if epoch, err = asInt(vals[0]); err != nil {
-			err = fmt.Errorf("redis gate: reserve: epoch %v: %w", vals[0], err)
-		}
-	}
-	for i, p := range live {
-		switch {
-		case err != nil:
+	if err != nil {
+		for _, p := range live {
 			p.err = err
-		case len(vals) == 1:
-			p.out = flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}
-		default:
-			p.out, p.err = outcome(&p.r, epoch, vals[1+3*i:4+3*i])
 		}
+		return
 	}
+	holds := vals[3:]
+	for i, p := range live {
+		code := int64(codes[i]) - codeZero
+		if code == int64(flashsale.VerdictWon) {
+			left -= int64(p.r.Quantity)
+		}
+		var enc string
+		if code == codeIdemHit {
+			if len(holds) == 0 {
+				p.err = fmt.Errorf("redis gate: reserve: reply %v: a key on record without its hold", vals)
+				continue
+			}
+			enc, _ = holds[0].ToString()
+			holds = holds[1:]
+		}
+		p.out, p.err = outcome(&p.r, code, left, epoch, enc)
+	}
+}
+
+// readReply reads the head of a reserve script reply for n reserves: the
+// epoch, the counter before the batch and the codes.
+func readReply(vals []rueidis.RedisMessage, n int) (epoch, left int64, codes string, err error) {
+	if len(vals) < 3 {
+		return 0, 0, "", fmt.Errorf("redis gate: reserve: short reply %v", vals)
+	}
+	epoch, err = asInt(vals[0])
+	if err == nil {
+		left, err = vals[1].AsInt64()
+	}
+	if err == nil {
+		codes, err = vals[2].ToString()
+	}
+	if err == nil && len(codes) != n {
+		err = fmt.Errorf("%d codes for %d reserves", len(codes), n)
+	}
+	if err != nil {
+		return 0, 0, "", fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
+	}
+	return epoch, left, codes, nil
+}
+
+// reserveArgs returns reserveLua's ARGV for batch. The fields are written
+// into one buffer and sliced from one string, so a batch costs a few
+// allocations rather than several per reserve.
+func (g *Gate) reserveArgs(batch []*pending) []string {
+	buf := make([]byte, 0, 256*len(batch))
+	ends := make([]int, 0, reserveFields*len(batch))
+	field := func() { ends = append(ends, len(buf)) }
+	for _, p := range batch {
+		r := &p.r
+		buf = append(buf, r.ReservationID...)
+		field()
+		buf = append(buf, r.UserID...)
+		field()
+		buf = strconv.AppendInt(buf, int64(r.Quantity), 10)
+		field()
+		buf = append(buf, r.Instrument...)
+		field()
+		buf = append(buf, r.AdmissionID...)
+		field()
+		buf = strconv.AppendInt(buf, r.AdmissionExpires.UnixMilli(), 10)
+		field()
+		buf = strconv.AppendInt(buf, r.Epoch, 10)
+		field()
+		buf = append(append(append(buf, r.UserID...), sep...), r.IdempotencyKey...) // idemField
+		field()
+		h := holdOf(r)
+		buf = appendHold(buf, &h)
+		field()
+		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
+		field()
+	}
+	all := string(buf)
+	args := make([]string, 1, 1+len(ends))
+	args[0] = g.maxLen
+	start := 0
+	for _, end := range ends {
+		args = append(args, all[start:end])
+		start = end
+	}
+	return args
 }

@@ -257,26 +257,15 @@ func (g *Gate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.
 	return g.reserve(ctx, r)
 }
 
-// outcome reads one reserve's answer from a reserve script reply: its
-// code, the counter after it, and the stored hold of a key on record.
-func outcome(r *flashsale.GateReserve, epoch int64, vals []rueidis.RedisMessage) (flashsale.GateOutcome, error) {
-	out := flashsale.GateOutcome{Epoch: epoch}
-	code, err := vals[0].AsInt64()
-	if err == nil {
-		out.Remaining, err = vals[1].AsInt64()
-	}
-	if err != nil {
-		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
-	}
+// outcome is one reserve's answer, from its code in a reserve script
+// reply, the counter after it, and the stored hold of a key on record.
+func outcome(r *flashsale.GateReserve, code, remaining, epoch int64, stored string) (flashsale.GateOutcome, error) {
+	out := flashsale.GateOutcome{Remaining: remaining, Epoch: epoch}
 	switch code {
 	case codeDuplicateRes:
 		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reservation id %q already holds units", r.ReservationID)
 	case codeIdemHit:
-		enc, err := vals[2].ToString()
-		if err != nil {
-			return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
-		}
-		h, err := decodeHold(enc)
+		h, err := decodeHold(stored)
 		if err != nil {
 			return flashsale.GateOutcome{}, err
 		}

@@ -35,6 +35,10 @@ const (
 	codeDuplicateRes = -1 // the reservation id already holds units
 )
 
+// codeZero is the byte that stands for code 0 in the reserve script's
+// string of codes: code c is the byte codeZero + c, so -1 is '0'.
+const codeZero = '1'
+
 // reserveFields is how many ARGV entries each reserve of a batch takes.
 const reserveFields = 10
 
@@ -53,8 +57,8 @@ const reserveFields = 10
 //	      id, user, quantity, instrument, admission, admission expiry ms,
 //	      epoch, idem field, encoded hold, now ms
 //
-// It returns {epoch, then per reserve: code, remaining, stored hold or an
-// empty string}, or {'0'} alone when the sale is not loaded (or its counter is served by
+// It returns {epoch, counter before the batch, codes, stored holds...} (see
+// the script's last comment), or {'0'} alone when the sale is not loaded (or its counter is served by
 // another node than the one that wrote it).
 //
 // The audit entry of a batch of several wins lists them: res, at and
@@ -68,7 +72,9 @@ if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER',
 local left = tonumber(stock)
 local epoch = meta[3]
 local n = (#ARGV - 1) / 10
--- Reserve i's fields (i from 0) are ARGV[2 + 10i + k], k as listed above
+-- Locals, not globals, in the loops below.
+local A, tonumber = ARGV, tonumber
+-- Reserve i's fields (i from 0) are A[2 + 10i + k], k as listed above
 -- from 0: 0 reservation id, 1 user, 2 quantity, 3 instrument, 4
 -- admission, 5 admission expiry, 6 epoch, 7 idem field, 8 encoded hold,
 -- 9 now.
@@ -78,7 +84,7 @@ local n = (#ARGV - 1) / 10
 local function bulk(cmd, key, k)
   local names, at, got, m = {}, {}, {}, 0
   for i = 0, n - 1 do
-    local v = ARGV[2 + i * 10 + k]
+    local v = A[2 + i * 10 + k]
     if v ~= '' then m = m + 1; names[m] = v; at[m] = i end
   end
   if m > 0 then
@@ -100,62 +106,79 @@ local buyers, instr, held
 -- What the batch's own wins wrote, for the reserves after them.
 local wIdem, wBuyer, wInstr, wHeld, wAdm = {}, {}, {}, {}, {}
 local wins, taken = {}, 0
-local out, o = {epoch or '0'}, 1
+-- The answer: the epoch, the counter before the batch, then a string of
+-- one character per reserve, its code (from -1) as the byte 49 + code
+-- ('1' + code: codeZero in Go), then
+-- the stored holds of the keys found on record, in order. One string is
+-- far cheaper to build and to send than three values per reserve; Go works
+-- each reserve's remaining units out from the codes and quantities.
+local char = {}
+for code = -1, 9 do char[code] = string.char(49 + code) end
+local codes, holds = {}, {}
+local out = {epoch or '0', left}
 for i = 0, n - 1 do
   local b = 2 + i * 10
-  local code, prev, a = 0, wIdem[ARGV[b + 7]] or idem[i], ARGV[b + 4]
+  local code, prev, a = 0, wIdem[A[b + 7]] or idem[i], A[b + 4]
   if prev then
     code = 2
   elseif paused then
     code = 5
-  elseif epoch ~= ARGV[b + 6] and (not meta[8] or tonumber(ARGV[b + 6]) < tonumber(meta[8]) or
-      tonumber(ARGV[b + 6]) > tonumber(epoch)) then
+  elseif epoch ~= A[b + 6] and (not meta[8] or tonumber(A[b + 6]) < tonumber(meta[8]) or
+      tonumber(A[b + 6]) > tonumber(epoch)) then
     -- A shard rebuilt on its own advances the epoch of the others but
     -- keeps their spent admissions, so they still take admissions from
     -- minadm on.
     code = 6
-  elseif a ~= '' and tonumber(wAdm[a] or spent[i] or '0') > tonumber(ARGV[b + 9]) then
+  elseif a ~= '' and (wAdm[a] or spent[i]) and tonumber(wAdm[a] or spent[i]) > tonumber(A[b + 9]) then
     code = 7
-  elseif left < tonumber(ARGV[b + 2]) then
+  elseif left < 1 or (A[b + 2] ~= '1' and left < tonumber(A[b + 2])) then
+    -- Quantities are at least 1 (Reserve refuses others), and nearly
+    -- always 1: tonumber is the costly part of this check.
     code = 8
   else
     if not buyers then
       buyers, instr, held = bulk('HMGET', KEYS[4], 1), bulk('HMGET', KEYS[5], 3), bulk('HMGET', KEYS[3], 0)
     end
-    local c = ARGV[b + 3]
-    if buyers[i] or wBuyer[ARGV[b + 1]] or (c ~= '' and (instr[i] or wInstr[c])) then
+    local c = A[b + 3]
+    if buyers[i] or wBuyer[A[b + 1]] or (c ~= '' and (instr[i] or wInstr[c])) then
       code = 9
-    elseif held[i] or wHeld[ARGV[b]] then
+    elseif held[i] or wHeld[A[b]] then
       code = -1
     else
       code = 1
-      local q = tonumber(ARGV[b + 2])
+      local q = 1
+      if A[b + 2] ~= '1' then q = tonumber(A[b + 2]) end
       left, taken = left - q, taken + q
-      wIdem[ARGV[b + 7]], wBuyer[ARGV[b + 1]], wHeld[ARGV[b]] = ARGV[b + 8], true, true
+      wIdem[A[b + 7]], wBuyer[A[b + 1]], wHeld[A[b]] = A[b + 8], true, true
       if c ~= '' then wInstr[c] = true end
-      if a ~= '' then wAdm[a] = ARGV[b + 5] end
+      if a ~= '' then wAdm[a] = A[b + 5] end
       wins[#wins + 1] = b
     end
   end
-  out[o + 1], out[o + 2], out[o + 3], o = code, left, prev or '', o + 3
+  codes[i + 1] = char[code]
+  if prev then holds[#holds + 1] = prev end
 end
+out[3] = table.concat(codes)
+for j = 1, #holds do out[3 + j] = holds[j] end
 if #wins == 0 then return out end
 left = redis.call('DECRBY', KEYS[1], taken)
 local h, u, c, k, s = {}, {}, {}, {}, {}
 local res, at, deltas = {}, {}, {}
 local oldest, oldestArg
 for j, b in ipairs(wins) do
-  local id, hold = ARGV[b], ARGV[b + 8]
+  local id, hold = A[b], A[b + 8]
   h[2 * j - 1], h[2 * j] = id, hold
-  u[2 * j - 1], u[2 * j] = ARGV[b + 1], id
-  k[2 * j - 1], k[2 * j] = ARGV[b + 7], hold
-  if ARGV[b + 3] ~= '' then c[#c + 1] = ARGV[b + 3]; c[#c + 1] = id end
-  if ARGV[b + 4] ~= '' then
-    s[#s + 1] = ARGV[b + 5]; s[#s + 1] = ARGV[b + 4]
-    local now = tonumber(ARGV[b + 9])
-    if not oldest or now < oldest then oldest, oldestArg = now, ARGV[b + 9] end
+  u[2 * j - 1], u[2 * j] = A[b + 1], id
+  k[2 * j - 1], k[2 * j] = A[b + 7], hold
+  if A[b + 3] ~= '' then c[#c + 1] = A[b + 3]; c[#c + 1] = id end
+  if A[b + 4] ~= '' then
+    s[#s + 1] = A[b + 5]; s[#s + 1] = A[b + 4]
+    if A[b + 9] ~= oldestArg then
+      local now = tonumber(A[b + 9])
+      if not oldest or now < oldest then oldest, oldestArg = now, A[b + 9] end
+    end
   end
-  res[j], at[j], deltas[j] = id, ARGV[b + 9], '-' .. ARGV[b + 2]
+  res[j], at[j], deltas[j] = id, A[b + 9], '-' .. A[b + 2]
 end
 redis.call('HSET', KEYS[3], unpack(h))
 redis.call('HSET', KEYS[4], unpack(u))
@@ -173,10 +196,10 @@ local seq = redis.call('HINCRBY', KEYS[2], 'seq', #wins) - #wins + 1
 -- this one stays visible.
 redis.call('HINCRBY', KEYS[2], 'audited', -taken)
 if #wins == 1 then
-  redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[1], '*', 'op', 'reserve', 'source', 'reserve',
+  redis.call('XADD', KEYS[8], 'MAXLEN', '~', A[1], '*', 'op', 'reserve', 'source', 'reserve',
     'delta', -taken, 'counter', left, 'res', res[1], 'at', at[1], 'seq', seq)
 else
-  redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[1], '*', 'op', 'reserve', 'source', 'reserve',
+  redis.call('XADD', KEYS[8], 'MAXLEN', '~', A[1], '*', 'op', 'reserve', 'source', 'reserve',
     'delta', -taken, 'counter', left, 'res', table.concat(res, '\31'), 'at', table.concat(at, '\31'),
     'deltas', table.concat(deltas, '\31'), 'seq', seq)
 end

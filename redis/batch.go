@@ -14,11 +14,12 @@ import (
 
 // Reserves of one sale are combined: while a reserve script call of the
 // sale is in flight, the reserves that arrive queue, and the call's end
-// sends everything queued as one script call (reserveLua decides a batch in
+// sends everything queued as one script call (reserveBatchLua decides a batch in
 // order, each reserve as if it ran alone). Nothing waits for a batch to
-// fill: a reserve that finds a free slot goes at once, alone, as before, so
-// a quiet sale pays nothing; only a crowd, which would otherwise queue
-// inside Redis behind one script call per shopper, shares the calls.
+// fill: a reserve that finds a free slot goes at once, alone, with the
+// script of one reserve (reserveOneLua), as before, so a quiet sale pays
+// nothing; only a crowd, which would otherwise queue inside Redis behind
+// one script call per shopper, shares the calls.
 //
 // The combining is per process and per sale (per shard of a split sale),
 // which is also per hash tag, so a batch is one script on one slot and runs
@@ -193,8 +194,13 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 		g.beforeCall(rs)
 	}
 	k := g.keys(live[0].r.SaleID)
-	vals, err := reserveScript.Exec(ctx, g.client,
-		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}, g.reserveArgs(live)).ToArray()
+	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
+	if len(live) == 1 {
+		p := live[0]
+		p.out, p.err = g.decideOne(ctx, keys, p)
+		return
+	}
+	vals, err := reserveBatchScript.Exec(ctx, g.client, keys, g.reserveArgs(live)).ToArray()
 	if err == nil && len(vals) == 1 {
 		for _, p := range live {
 			p.out = flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}
@@ -235,6 +241,36 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 	}
 }
 
+// decideOne decides a reserve that goes alone, with reserveOneLua.
+func (g *Gate) decideOne(ctx context.Context, keys []string, p *pending) (flashsale.GateOutcome, error) {
+	vals, err := reserveOneScript.Exec(ctx, g.client, keys, g.reserveArgs([]*pending{p})).ToArray()
+	if err != nil {
+		return flashsale.GateOutcome{}, fail("reserve", err)
+	}
+	if len(vals) < 3 {
+		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: short reply %v", vals)
+	}
+	code, err := vals[0].AsInt64()
+	var remaining, epoch int64
+	if err == nil {
+		remaining, err = vals[1].AsInt64()
+	}
+	if err == nil {
+		epoch, err = asInt(vals[2])
+	}
+	var stored string
+	if err == nil && code == codeIdemHit {
+		if len(vals) < 4 {
+			return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: short reply %v", vals)
+		}
+		stored, err = vals[3].ToString()
+	}
+	if err != nil {
+		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
+	}
+	return outcome(&p.r, code, remaining, epoch, stored)
+}
+
 // readReply reads the head of a reserve script reply for n reserves: the
 // epoch, the counter before the batch and the codes.
 func readReply(vals []rueidis.RedisMessage, n int) (epoch, left int64, codes string, err error) {
@@ -257,7 +293,7 @@ func readReply(vals []rueidis.RedisMessage, n int) (epoch, left int64, codes str
 	return epoch, left, codes, nil
 }
 
-// reserveArgs returns reserveLua's ARGV for batch. The fields are written
+// reserveArgs returns the reserve scripts' ARGV for batch. The fields are written
 // into one buffer and sliced from one string, so a batch costs a few
 // allocations rather than several per reserve.
 func (g *Gate) reserveArgs(batch []*pending) []string {

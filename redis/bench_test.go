@@ -128,3 +128,35 @@ func BenchmarkReserveSoldOut(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReserveOneShopper is a quiet sale: one reserve at a time, so
+// every call goes alone, as it did before reserves were batched, and the
+// figure is the latency of one decision (a round trip and one script
+// run). Batching must not make it worse.
+func BenchmarkReserveOneShopper(b *testing.B) {
+	g := newGate(b, nil)
+	ctx := context.Background()
+	now := time.Now()
+	var n int64
+	b.Run("win", func(b *testing.B) {
+		sale := "quiet-" + strconv.Itoa(b.N)
+		g.Load(ctx, sale, int64(b.N), 1, "bench")
+		b.ResetTimer()
+		for range b.N {
+			n++
+			if out, err := g.Reserve(ctx, request(sale, n, now)); err != nil || out.Verdict != flashsale.VerdictWon {
+				b.Fatalf("%v, %v", out.Verdict, err)
+			}
+		}
+	})
+	b.Run("soldout", func(b *testing.B) {
+		g.Load(ctx, "empty", 0, 1, "bench")
+		b.ResetTimer()
+		for range b.N {
+			n++
+			if out, err := g.Reserve(ctx, request("empty", n, now)); err != nil || out.Verdict != flashsale.VerdictSoldOut {
+				b.Fatalf("%v, %v", out.Verdict, err)
+			}
+		}
+	})
+}

@@ -550,7 +550,8 @@ func (g *Gate) Audit(ctx context.Context, saleID string, limit int) ([]flashsale
 	return out, nil
 }
 
-// batchEntries splits the audit entry of a batch of wins (see reserveLua)
+// batchEntries splits the audit entry of a batch of wins (see
+// reserveBatchLua)
 // into one entry per win, oldest first: each with its own reservation id,
 // time, delta and seq, and the counter as that win left it.
 func batchEntries(batch flashsale.AuditEntry, at, deltas string) ([]flashsale.AuditEntry, error) {

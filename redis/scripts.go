@@ -3,8 +3,8 @@ package redis
 import "github.com/redis/rueidis"
 
 // The gate's Lua scripts. Redis runs each one without interleaving, which is
-// what makes each operation one atomic step; reserveScript is the only
-// writer that takes units from the stock key.
+// what makes each operation one atomic step; the reserve scripts are the
+// only writers that take units from the stock key.
 //
 // Every key a script touches is passed in KEYS, and all of a sale's keys
 // share the hash tag {saleID}, so the scripts run unchanged on Redis
@@ -42,7 +42,7 @@ const codeZero = '1'
 // reserveFields is how many ARGV entries each reserve of a batch takes.
 const reserveFields = 10
 
-// reserveLua decides a batch of reserves of one sale, one after the other
+// reserveBatchLua decides a batch of reserves of one sale, one after the other
 // in ARGV's order, each exactly as if it ran alone: a reserve sees the
 // holds, buyers, keys and spent admissions of the wins before it in the
 // batch. Redis runs the batch without interleaving, so each decision is
@@ -65,7 +65,7 @@ const reserveFields = 10
 // deltas hold each win's reservation id, time and delta joined by \31,
 // seq is the first win's, and delta and counter are the batch's total and
 // the counter after it. Gate.Audit reads it back as one entry per win.
-const reserveLua = `
+const reserveBatchLua = `
 local stock = redis.call('GET', KEYS[1])
 local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
 if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID')) then return {'0'} end
@@ -204,6 +204,62 @@ else
     'deltas', table.concat(deltas, '\31'), 'seq', seq)
 end
 return out
+`
+
+// reserveOneLua decides one reserve: reserveBatchLua's decision for a
+// batch of one, without the batch's bookkeeping, so that a reserve on a
+// quiet sale costs Redis no more than before reserves were batched. The
+// two must decide alike; TestBatchDecidesAsInOrder holds them to it.
+// Every branch before the win returns before any write.
+//
+//	KEYS: as reserveBatchLua's
+//	ARGV: as reserveBatchLua's, for one reserve: 1 audit max length,
+//	      2 reservation id, 3 user, 4 quantity, 5 instrument, 6 admission,
+//	      7 admission expiry ms, 8 epoch, 9 idem field, 10 encoded hold,
+//	      11 now ms
+//
+// It returns {code, remaining, epoch[, stored hold]}.
+const reserveOneLua = `
+local stock = redis.call('GET', KEYS[1])
+local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
+if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID')) then return {4, 0, '0'} end
+local left = tonumber(stock)
+local epoch = meta[3]
+local prev = redis.call('HGET', KEYS[6], ARGV[9])
+if prev then return {2, left, epoch, prev} end
+if meta[2] == '1' then return {5, left, epoch} end
+if left + tonumber(meta[5] or '0') - tonumber(meta[6] or '0') ~= tonumber(meta[4] or '0') then
+  return {5, left, epoch}
+end
+if epoch ~= ARGV[8] then
+  local a = tonumber(ARGV[8])
+  if not meta[8] or a < tonumber(meta[8]) or a > tonumber(epoch) then return {6, left, epoch} end
+end
+if ARGV[6] ~= '' then
+  local exp = redis.call('ZSCORE', KEYS[7], ARGV[6])
+  if exp and tonumber(exp) > tonumber(ARGV[11]) then return {7, left, epoch} end
+end
+local q = 1
+if ARGV[4] ~= '1' then q = tonumber(ARGV[4]) end
+if left < q then return {8, left, epoch} end
+if redis.call('HEXISTS', KEYS[4], ARGV[3]) == 1 then return {9, left, epoch} end
+if ARGV[5] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[5]) == 1 then return {9, left, epoch} end
+if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then return {-1, left, epoch} end
+left = redis.call('DECRBY', KEYS[1], q)
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[10])
+redis.call('HSET', KEYS[4], ARGV[3], ARGV[2])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[5], ARGV[5], ARGV[2]) end
+redis.call('HSET', KEYS[6], ARGV[9], ARGV[10])
+if ARGV[6] ~= '' then
+  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ARGV[11])
+  redis.call('ZADD', KEYS[7], ARGV[7], ARGV[6])
+end
+redis.call('HINCRBY', KEYS[2], 'won', q)
+local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
+redis.call('HINCRBY', KEYS[2], 'audited', -q)
+redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[1], '*', 'op', 'reserve', 'source', 'reserve',
+  'delta', -q, 'counter', left, 'res', ARGV[2], 'at', ARGV[11], 'seq', seq)
+return {1, left, epoch}
 `
 
 // giveBackLua returns a hold's units to stock (Restock and Void) and,
@@ -385,7 +441,8 @@ return 1
 // The scripts as rueidis runs them: EVALSHA, falling back to EVAL when the
 // server lost its script cache (NOSCRIPT).
 var (
-	reserveScript       = rueidis.NewLuaScript(reserveLua)
+	reserveOneScript    = rueidis.NewLuaScript(reserveOneLua)
+	reserveBatchScript  = rueidis.NewLuaScript(reserveBatchLua)
 	giveBackScript      = rueidis.NewLuaScript(giveBackLua)
 	loadScript          = rueidis.NewLuaScript(loadLua)
 	rebuildBeginScript  = rueidis.NewLuaScript(rebuildBeginLua)
@@ -397,4 +454,4 @@ var (
 )
 
 // scriptSources lists every script, for warming a server's script cache.
-var scriptSources = []string{reserveLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}
+var scriptSources = []string{reserveOneLua, reserveBatchLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}

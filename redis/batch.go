@@ -195,7 +195,7 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 	}
 	k := g.keys(live[0].r.SaleID)
 	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
-	if len(live) == 1 {
+	if len(live) == 1 && !g.batchAlone {
 		p := live[0]
 		p.out, p.err = g.decideOne(ctx, keys, p)
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/gatetest"
 )
 
 // held makes a gate's first maxInFlight reserve calls wait until release
@@ -66,6 +67,26 @@ func occupy(t *testing.T, g *Gate, h *held, saleID string) (wait func()) {
 		<-h.waiting
 	}
 	return wg.Wait
+}
+
+// TestGateBatchScript runs the conformance suite with every reserve sent
+// through the batch script, as a batch of one: whatever a lone reserve
+// must do, a reserve in a batch does too.
+func TestGateBatchScript(t *testing.T) {
+	gatetest.Exercise(t, gatetest.Harness{
+		New: func(t *testing.T, now func() time.Time) flashsale.GateAdmin {
+			g := newGate(t, now)
+			g.batchAlone = true
+			return g
+		},
+		Tamper: func(t *testing.T, g flashsale.GateAdmin, saleID string, delta int64) {
+			rg := g.(*Gate)
+			err := rg.client.Do(t.Context(), rg.client.B().Incrby().Key(rg.StockKey(saleID)).Increment(delta).Build()).Error()
+			if err != nil {
+				t.Fatalf("INCRBY: %v", err)
+			}
+		},
+	})
 }
 
 // TestBatchDecidesAsInOrder queues reserves that interfere with each other

@@ -99,6 +99,9 @@ type Gate struct {
 	// a sale's queue.
 	beforeCall func(batch []flashsale.GateReserve)
 	queued     func(r flashsale.GateReserve)
+	// batchAlone, when set by a test, sends a reserve that goes alone
+	// through the batch script too.
+	batchAlone bool
 	// afterRebuildBegin, when set by a test, runs between the start of a
 	// rebuild and its first chunk.
 	afterRebuildBegin func()

@@ -5,8 +5,10 @@
 //
 // Each operation is one Lua script (see scripts.go), so the read, the
 // checks and the decrement of a reserve happen without interleaving, as
-// section 6.1 of the design requires; the reserve script is the only
-// writer that takes units from the counter. The sale fails closed: when
+// section 6.1 of the design requires; the reserve scripts are the only
+// writers that take units from the counter. Concurrent reserves of a sale
+// share script calls: one call decides a batch of them, each in order and
+// as if alone (see batch.go). The sale fails closed: when
 // Redis does not answer, calls return an error within about a second
 // (Open's timeouts) and never a verdict.
 //

@@ -401,3 +401,18 @@ func (f *fixture) audit() []flashsale.AuditEntry {
 	}
 	return a
 }
+
+// TestBatchNoScript: a Redis that lost its script cache (a restart, a
+// failover) still takes batches: EVALSHA falls back to EVAL.
+func TestBatchNoScript(t *testing.T) {
+	f := newFixture(t, 10)
+	f.g.batchAlone = true
+	f.expect(f.req("u1"), flashsale.VerdictWon)
+	if err := f.do(f.g.client.B().ScriptFlush().Build()).Error(); err != nil {
+		t.Fatalf("SCRIPT FLUSH: %v", err)
+	}
+	f.expect(f.req("u2"), flashsale.VerdictWon)
+	if s := f.snapshot(); s.Counter != 8 {
+		t.Fatalf("snapshot %+v; want 8 left", s)
+	}
+}

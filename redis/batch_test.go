@@ -416,3 +416,44 @@ func TestBatchNoScript(t *testing.T) {
 		t.Fatalf("snapshot %+v; want 8 left", s)
 	}
 }
+
+// TestReserveCutShortInFlight: a reserve whose caller stops waiting while
+// its batch is in flight fails closed at once; the batch still decides it
+// (the caller was told it may or may not have happened), and the sale
+// goes on.
+func TestReserveCutShortInFlight(t *testing.T) {
+	f := newFixture(t, 5)
+	h := holdCalls(f.g)
+	slots := occupy(t, f.g, h, f.sale)
+	r := f.req("u1")
+	inFlight, resume := make(chan struct{}), make(chan struct{})
+	hold := f.g.beforeCall
+	f.g.beforeCall = func(rs []flashsale.GateReserve) {
+		hold(rs)
+		for _, q := range rs {
+			if q.ReservationID == r.ReservationID {
+				close(inFlight)
+				<-resume
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error)
+	go func() {
+		_, err := f.g.Reserve(ctx, r)
+		done <- err
+	}()
+	<-h.queued
+	h.release()
+	<-inFlight
+	cancel()
+	if err := <-done; flashsale.ErrorCode(err) != flashsale.CodeUnavailable {
+		t.Fatalf("Reserve cut short in flight = %v; want an unavailable error (fail closed)", err)
+	}
+	close(resume)
+	slots()
+	f.expect(f.req("u2"), flashsale.VerdictWon)
+	if s := f.snapshot(); s.Won != 2 || s.Drift() != 0 {
+		t.Fatalf("snapshot %+v; want the cut-short reserve and the next one won, no drift", s)
+	}
+}

@@ -42,8 +42,8 @@ const codeZero = '1'
 // reserveFields is how many ARGV entries each reserve of a batch takes.
 const reserveFields = 10
 
-// reserveBatchLua decides a batch of reserves of one sale, one after the other
-// in ARGV's order, each exactly as if it ran alone: a reserve sees the
+// reserveBatchLua decides a batch of reserves of one sale, one after the
+// other in ARGV's order, each exactly as if it ran alone: a reserve sees the
 // holds, buyers, keys and spent admissions of the wins before it in the
 // batch. Redis runs the batch without interleaving, so each decision is
 // still one atomic step with its checks; batching only shares the work
@@ -57,9 +57,10 @@ const reserveFields = 10
 //	      id, user, quantity, instrument, admission, admission expiry ms,
 //	      epoch, idem field, encoded hold, now ms
 //
-// It returns {epoch, counter before the batch, codes, stored holds...} (see
-// the script's last comment), or {'0'} alone when the sale is not loaded (or its counter is served by
-// another node than the one that wrote it).
+// It returns {epoch, counter before the batch, codes, stored holds...}
+// (see the script's comment on its answer), or {'0'} alone when the sale is
+// not loaded (or its counter is served by another node than the one that
+// wrote it).
 //
 // The audit entry of a batch of several wins lists them: res, at and
 // deltas hold each win's reservation id, time and delta joined by \31,
@@ -108,10 +109,10 @@ local wIdem, wBuyer, wInstr, wHeld, wAdm = {}, {}, {}, {}, {}
 local wins, taken = {}, 0
 -- The answer: the epoch, the counter before the batch, then a string of
 -- one character per reserve, its code (from -1) as the byte 49 + code
--- ('1' + code: codeZero in Go), then
--- the stored holds of the keys found on record, in order. One string is
--- far cheaper to build and to send than three values per reserve; Go works
--- each reserve's remaining units out from the codes and quantities.
+-- ('1' + code: codeZero in Go), then the stored holds of the keys found on
+-- record, in order. One string is far cheaper to build and to send than
+-- three values per reserve; Go works each reserve's remaining units out
+-- from the codes and quantities.
 local char = {}
 for code = -1, 9 do char[code] = string.char(49 + code) end
 local codes, holds = {}, {}

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,27 +16,46 @@ import (
 // lets rueidis pipeline them onto few connections.
 const benchParallelism = 32
 
+// benchClients is how many shoppers the gate benchmarks below keep in
+// flight, as redis-benchmark -c 50 keeps 50 clients (bench/gates.sh
+// compares the two).
+const benchClients = 50
+
+// setClients makes b.RunParallel run about benchClients goroutines.
+func setClients(b *testing.B) {
+	procs := runtime.GOMAXPROCS(0)
+	b.SetParallelism((benchClients + procs - 1) / procs)
+}
+
+// benchStock is the stock of each sale BenchmarkReserveWin sells before
+// it moves to the next: the sold-out answers at each sale's end (one per
+// shopper in flight) are then a rounding error of the wins.
+const benchStock = 100_000
+
 // request returns a one-unit request whose shopper, key, admission and
-// reservation id are n's alone.
+// reservation id are n's alone. Its ids are slices of one string, so that
+// the benchmarks measure the gate more than their own requests.
 func request(saleID string, n int64, now time.Time) flashsale.GateReserve {
 	id := strconv.FormatInt(n, 10)
+	all := "res-" + id + "user-" + id + "adm-" + id + "key-" + id + "hash-" + id
+	field := func(i, prefix int) string { return all[i : i+prefix+len(id)] }
 	return flashsale.GateReserve{
 		SaleID:           saleID,
-		ReservationID:    "res-" + id,
-		UserID:           "user-" + id,
+		ReservationID:    field(0, 4),
+		UserID:           field(4+len(id), 5),
 		Quantity:         1,
-		AdmissionID:      "adm-" + id,
+		AdmissionID:      field(9+2*len(id), 4),
 		AdmissionExpires: now.Add(10 * time.Minute),
 		Epoch:            1,
-		IdempotencyKey:   "key-" + id,
-		RequestHash:      "hash-" + id,
+		IdempotencyKey:   field(13+3*len(id), 4),
+		RequestHash:      field(17+4*len(id), 5),
 		Now:              now,
 	}
 }
 
-// BenchmarkReserveWin measures wins from many parallel shoppers. Each sale
-// holds 10,000 units; the caller that finds it sold out drops it and loads
-// the next (inside the timing: two round trips per 10,000 wins).
+// BenchmarkReserveWin measures wins from benchClients parallel shoppers.
+// Each sale holds benchStock units; the caller that finds it sold out drops it and loads
+// the next (inside the timing: two round trips per benchStock wins).
 func BenchmarkReserveWin(b *testing.B) {
 	g := newGate(b, nil)
 	ctx := context.Background()
@@ -55,14 +75,14 @@ func BenchmarkReserveWin(b *testing.B) {
 			g.Drop(ctx, *seen)
 		}
 		id := "bench-" + strconv.FormatInt(gen.Add(1), 10)
-		if _, err := g.Load(ctx, id, 10_000, 1, "bench"); err != nil {
+		if _, err := g.Load(ctx, id, benchStock, 1, "bench"); err != nil {
 			b.Fatal(err)
 		}
 		current.Store(&id)
 	}
 	next(nil)
 	now := time.Now()
-	b.SetParallelism(benchParallelism)
+	setClients(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
@@ -83,7 +103,8 @@ func BenchmarkReserveWin(b *testing.B) {
 	})
 }
 
-// BenchmarkReserveSoldOut measures the rejection almost every shopper gets.
+// BenchmarkReserveSoldOut measures the rejection almost every shopper
+// gets, from benchClients parallel shoppers.
 func BenchmarkReserveSoldOut(b *testing.B) {
 	g := newGate(b, nil)
 	ctx := context.Background()
@@ -95,13 +116,45 @@ func BenchmarkReserveSoldOut(b *testing.B) {
 			b.Fatalf("setup: %v, %v", out.Verdict, err)
 		}
 	}
-	b.SetParallelism(benchParallelism)
+	setClients(b)
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			out, err := g.Reserve(ctx, request("sale", serial.Add(1), now))
 			if err != nil || out.Verdict != flashsale.VerdictSoldOut {
+				b.Fatalf("%v, %v", out.Verdict, err)
+			}
+		}
+	})
+}
+
+// BenchmarkReserveOneShopper is a quiet sale: one reserve at a time, so
+// every call goes alone, as it did before reserves were batched, and the
+// figure is the latency of one decision (a round trip and one script
+// run). Batching must not make it worse.
+func BenchmarkReserveOneShopper(b *testing.B) {
+	g := newGate(b, nil)
+	ctx := context.Background()
+	now := time.Now()
+	var n int64
+	b.Run("win", func(b *testing.B) {
+		sale := "quiet-" + strconv.Itoa(b.N)
+		g.Load(ctx, sale, int64(b.N), 1, "bench")
+		b.ResetTimer()
+		for range b.N {
+			n++
+			if out, err := g.Reserve(ctx, request(sale, n, now)); err != nil || out.Verdict != flashsale.VerdictWon {
+				b.Fatalf("%v, %v", out.Verdict, err)
+			}
+		}
+	})
+	b.Run("soldout", func(b *testing.B) {
+		g.Load(ctx, "empty", 0, 1, "bench")
+		b.ResetTimer()
+		for range b.N {
+			n++
+			if out, err := g.Reserve(ctx, request("empty", n, now)); err != nil || out.Verdict != flashsale.VerdictSoldOut {
 				b.Fatalf("%v, %v", out.Verdict, err)
 			}
 		}

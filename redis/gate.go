@@ -5,8 +5,10 @@
 //
 // Each operation is one Lua script (see scripts.go), so the read, the
 // checks and the decrement of a reserve happen without interleaving, as
-// section 6.1 of the design requires; the reserve script is the only
-// writer that takes units from the counter. The sale fails closed: when
+// section 6.1 of the design requires; the reserve scripts are the only
+// writers that take units from the counter. Concurrent reserves of a sale
+// share script calls: one call decides a batch of them, each in order and
+// as if alone (see batch.go). The sale fails closed: when
 // Redis does not answer, calls return an error within about a second
 // (Open's timeouts) and never a verdict.
 //
@@ -23,7 +25,8 @@
 //	idem    hash: user id "\x1f" idempotency key → encoded hold
 //	adm     sorted set: spent admission id, scored by its expiry (Unix ms);
 //	        Void takes the voided hold's admission out again
-//	audit   stream of counter mutations, trimmed to about AuditMaxLen
+//	audit   stream of counter mutations, trimmed to about AuditMaxLen; the
+//	        wins of one batch of reserves (batch.go) share an entry
 //
 // Spent admissions live in one sorted set rather than a key each, so that
 // Rebuild and Drop can forget them in the same step as everything else
@@ -41,6 +44,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -89,6 +93,17 @@ type Gate struct {
 	maxLen string
 	// owned is set when Open made the client, so Close closes it.
 	owned bool
+	// combiners holds each sale's queue of reserves (sale id →
+	// *combiner); see batch.go.
+	combiners sync.Map
+	// beforeCall and queued, when set by a test, run before each reserve
+	// script call with the reserves it decides, and after a reserve joins
+	// a sale's queue.
+	beforeCall func(batch []flashsale.GateReserve)
+	queued     func(r flashsale.GateReserve)
+	// batchAlone, when set by a test, sends a reserve that goes alone
+	// through the batch script too.
+	batchAlone bool
 	// afterRebuildBegin, when set by a test, runs between the start of a
 	// rebuild and its first chunk.
 	afterRebuildBegin func()
@@ -233,7 +248,8 @@ func fail(op string, err error) error {
 func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 // Reserve takes a hold if every check passes, in the order of
-// flashsale.Verdict, in one script run. It returns an error for a
+// flashsale.Verdict, in one script run, which may decide other reserves of
+// the sale queued beside it (see batch.go). It returns an error for a
 // malformed request (Quantity below 1; an empty sale id, reservation id,
 // user id or idempotency key; "\x1f" in any id, key, fingerprint or hash;
 // a reservation id that already holds units) and when Redis does not
@@ -243,43 +259,18 @@ func (g *Gate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.
 	if err := checkReserve(&r); err != nil {
 		return flashsale.GateOutcome{}, err
 	}
-	k := g.keys(r.SaleID)
-	vals, err := reserveScript.Exec(ctx, g.client,
-		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit},
-		[]string{
-			r.ReservationID, r.UserID, strconv.Itoa(r.Quantity), r.Instrument,
-			r.AdmissionID, ms(r.AdmissionExpires), strconv.FormatInt(r.Epoch, 10),
-			idemField(r.UserID, r.IdempotencyKey), encodeHold(holdOf(&r)), ms(r.Now), g.maxLen,
-		}).ToArray()
-	if err != nil {
-		return flashsale.GateOutcome{}, fail("reserve", err)
-	}
-	if len(vals) < 3 {
-		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: short reply %v", vals)
-	}
-	var out flashsale.GateOutcome
-	code, err := vals[0].AsInt64()
-	if err == nil {
-		out.Remaining, err = vals[1].AsInt64()
-	}
-	if err == nil {
-		out.Epoch, err = asInt(vals[2])
-	}
-	if err != nil {
-		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
-	}
+	return g.reserve(ctx, r)
+}
+
+// outcome is one reserve's answer, from its code in a reserve script
+// reply, the counter after it, and the stored hold of a key on record.
+func outcome(r *flashsale.GateReserve, code, remaining, epoch int64, stored string) (flashsale.GateOutcome, error) {
+	out := flashsale.GateOutcome{Remaining: remaining, Epoch: epoch}
 	switch code {
 	case codeDuplicateRes:
 		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reservation id %q already holds units", r.ReservationID)
 	case codeIdemHit:
-		if len(vals) < 4 {
-			return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: short reply %v", vals)
-		}
-		enc, err := vals[3].ToString()
-		if err != nil {
-			return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
-		}
-		h, err := decodeHold(enc)
+		h, err := decodeHold(stored)
 		if err != nil {
 			return flashsale.GateOutcome{}, err
 		}
@@ -292,7 +283,7 @@ func (g *Gate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.
 		out.Verdict, out.Hold = flashsale.VerdictReplayed, h
 		return out, nil
 	case int64(flashsale.VerdictWon):
-		out.Verdict, out.Hold = flashsale.VerdictWon, holdOf(&r)
+		out.Verdict, out.Hold = flashsale.VerdictWon, holdOf(r)
 	default:
 		out.Verdict = flashsale.Verdict(code)
 	}
@@ -518,7 +509,8 @@ func (g *Gate) SetPaused(ctx context.Context, saleID string, paused bool, source
 }
 
 // Audit returns up to limit of the sale's newest audit entries, oldest
-// first.
+// first. The shared entry of a batch of wins is read back as one entry per
+// win, each with its own reservation id, time, delta, counter and seq.
 func (g *Gate) Audit(ctx context.Context, saleID string, limit int) ([]flashsale.AuditEntry, error) {
 	if limit <= 0 {
 		return nil, nil
@@ -528,20 +520,66 @@ func (g *Gate) Audit(ctx context.Context, saleID string, limit int) ([]flashsale
 	if err != nil {
 		return nil, fail("audit", err)
 	}
-	out := make([]flashsale.AuditEntry, len(entries))
-	for i, e := range entries {
+	// XREVRANGE reads newest first; so does out until the end.
+	out := make([]flashsale.AuditEntry, 0, len(entries))
+	for _, e := range entries {
 		f := e.FieldValues
 		var nums [4]int64
 		for j, name := range []string{"seq", "at", "delta", "counter"} {
+			if name == "at" && strings.Contains(f["res"], sep) {
+				continue // a batch's: one time per win
+			}
 			if nums[j], err = strconv.ParseInt(f[name], 10, 64); err != nil {
 				return nil, fmt.Errorf("redis gate: audit entry %s of %s: field %s: %w", e.ID, saleID, name, err)
 			}
 		}
-		// XREVRANGE reads newest first.
-		out[len(out)-1-i] = flashsale.AuditEntry{
+		entry := flashsale.AuditEntry{
 			Seq: nums[0], At: time.UnixMilli(nums[1]).UTC(), Op: f["op"], Source: f["source"],
 			Delta: nums[2], Counter: nums[3], ReservationID: f["res"],
 		}
+		if !strings.Contains(entry.ReservationID, sep) {
+			out = append(out, entry)
+			continue
+		}
+		wins, err := batchEntries(entry, f["at"], f["deltas"])
+		if err != nil {
+			return nil, fmt.Errorf("redis gate: audit entry %s of %s: %w", e.ID, saleID, err)
+		}
+		for i := len(wins) - 1; i >= 0; i-- {
+			out = append(out, wins[i])
+		}
+	}
+	// A batch's entry may have brought more than limit.
+	out = out[:min(len(out), limit)]
+	slices.Reverse(out)
+	return out, nil
+}
+
+// batchEntries splits the audit entry of a batch of wins (see
+// reserveBatchLua)
+// into one entry per win, oldest first: each with its own reservation id,
+// time, delta and seq, and the counter as that win left it.
+func batchEntries(batch flashsale.AuditEntry, at, deltas string) ([]flashsale.AuditEntry, error) {
+	ids, ats, ds := strings.Split(batch.ReservationID, sep), strings.Split(at, sep), strings.Split(deltas, sep)
+	if len(ats) != len(ids) || len(ds) != len(ids) {
+		return nil, fmt.Errorf("a batch of %d wins with %d times and %d deltas", len(ids), len(ats), len(ds))
+	}
+	out := make([]flashsale.AuditEntry, len(ids))
+	counter := batch.Counter
+	for i := len(ids) - 1; i >= 0; i-- {
+		ms, err := strconv.ParseInt(ats[i], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("time of %s: %w", ids[i], err)
+		}
+		d, err := strconv.ParseInt(ds[i], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("delta of %s: %w", ids[i], err)
+		}
+		out[i] = flashsale.AuditEntry{
+			Seq: batch.Seq + int64(i), At: time.UnixMilli(ms).UTC(), Op: batch.Op, Source: batch.Source,
+			Delta: d, Counter: counter, ReservationID: ids[i],
+		}
+		counter -= d
 	}
 	return out, nil
 }
@@ -549,6 +587,10 @@ func (g *Gate) Audit(ctx context.Context, saleID string, limit int) ([]flashsale
 // Drop forgets everything the gate keeps for the sale, audit log included,
 // in one UNLINK (Redis frees the memory in the background).
 func (g *Gate) Drop(ctx context.Context, saleID string) error {
+	// A reserve still queued keeps the combiner it holds; the next
+	// reserve of the sale starts a new one. Either way each script call
+	// stands alone, so this only frees the memory.
+	g.combiners.Delete(saleID)
 	err := g.client.Do(ctx, g.client.B().Unlink().Key(g.keys(saleID).all()...).Build()).Error()
 	if err != nil {
 		return fail("drop", err)

@@ -38,15 +38,22 @@ const holdFields = 8
 // for the zero time). The scripts read only the first four fields (and
 // match the reservation id as a prefix), so fields after them may be added
 // without touching the scripts; decodeHold refuses any other count.
-func encodeHold(h flashsale.Hold) string {
-	created := ""
+func encodeHold(h flashsale.Hold) string { return string(appendHold(nil, &h)) }
+
+// appendHold appends encodeHold's encoding of h to buf.
+func appendHold(buf []byte, h *flashsale.Hold) []byte {
+	buf = append(buf, h.ReservationID...)
+	buf = append(append(buf, sep...), h.UserID...)
+	buf = strconv.AppendInt(append(buf, sep...), int64(h.Quantity), 10)
+	buf = append(append(buf, sep...), h.Instrument...)
+	buf = append(append(buf, sep...), h.IdempotencyKey...)
+	buf = append(append(buf, sep...), h.RequestHash...)
+	buf = append(append(buf, sep...), h.AdmissionID...)
+	buf = append(buf, sep...)
 	if !h.CreatedAt.IsZero() {
-		created = strconv.FormatInt(h.CreatedAt.UnixNano(), 10)
+		buf = strconv.AppendInt(buf, h.CreatedAt.UnixNano(), 10)
 	}
-	return strings.Join([]string{
-		h.ReservationID, h.UserID, strconv.Itoa(h.Quantity), h.Instrument,
-		h.IdempotencyKey, h.RequestHash, h.AdmissionID, created,
-	}, sep)
+	return buf
 }
 
 func decodeHold(s string) (flashsale.Hold, error) {

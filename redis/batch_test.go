@@ -1,0 +1,459 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/gatetest"
+)
+
+// held makes a gate's first maxInFlight reserve calls wait until release
+// is called, so that every reserve made meanwhile queues and goes in the
+// batches after them.
+type held struct {
+	// queued receives each reserve that joins the queue, in the queue's
+	// order; waiting, each call that waits.
+	queued  chan flashsale.GateReserve
+	waiting chan struct{}
+	release func()
+}
+
+func holdCalls(g *Gate) *held {
+	var (
+		mu    sync.Mutex
+		calls int
+	)
+	gate := make(chan struct{})
+	h := &held{
+		queued:  make(chan flashsale.GateReserve, 1024),
+		waiting: make(chan struct{}, maxInFlight),
+		release: sync.OnceFunc(func() { close(gate) }),
+	}
+	g.beforeCall = func([]flashsale.GateReserve) {
+		mu.Lock()
+		calls++
+		first := calls <= maxInFlight
+		mu.Unlock()
+		if first {
+			h.waiting <- struct{}{}
+			<-gate
+		}
+	}
+	g.queued = func(r flashsale.GateReserve) { h.queued <- r }
+	return h
+}
+
+// occupy makes maxInFlight reserves take the sale's call slots and wait
+// in holdCalls; they are stale (epoch 99), so they write nothing. It
+// returns once they wait; the returned wait returns once they are
+// answered.
+func occupy(t *testing.T, g *Gate, h *held, saleID string) (wait func()) {
+	var wg sync.WaitGroup
+	for i := range maxInFlight {
+		wg.Go(func() {
+			now := time.Now()
+			r := flashsale.GateReserve{SaleID: saleID, ReservationID: fmt.Sprintf("slot-%d", i), UserID: fmt.Sprintf("slot-%d", i),
+				Quantity: 1, Epoch: 99, IdempotencyKey: "slot", RequestHash: "h", Now: now}
+			if out, err := g.Reserve(context.Background(), r); err != nil || out.Verdict != flashsale.VerdictStaleEpoch {
+				t.Errorf("slot reserve = %v, %v; want stale_epoch", out.Verdict, err)
+			}
+		})
+	}
+	for range maxInFlight {
+		<-h.waiting
+	}
+	return wg.Wait
+}
+
+// TestGateBatchScript runs the conformance suite with every reserve sent
+// through the batch script, as a batch of one: whatever a lone reserve
+// must do, a reserve in a batch does too.
+func TestGateBatchScript(t *testing.T) {
+	gatetest.Exercise(t, gatetest.Harness{
+		New: func(t *testing.T, now func() time.Time) flashsale.GateAdmin {
+			g := newGate(t, now)
+			g.batchAlone = true
+			return g
+		},
+		Tamper: func(t *testing.T, g flashsale.GateAdmin, saleID string, delta int64) {
+			rg := g.(*Gate)
+			err := rg.client.Do(t.Context(), rg.client.B().Incrby().Key(rg.StockKey(saleID)).Increment(delta).Build()).Error()
+			if err != nil {
+				t.Fatalf("INCRBY: %v", err)
+			}
+		},
+	})
+}
+
+// TestBatchDecidesAsInOrder queues reserves that interfere with each other
+// (the same key, shopper, admission, card, reservation id) behind the
+// calls in flight, so that they go as one batch, and checks that the
+// batch answers each exactly as the same reserves made one at a time, in
+// the queue's order, answer on a fresh sale.
+func TestBatchDecidesAsInOrder(t *testing.T) {
+	f := newFixture(t, 3)
+	h := holdCalls(f.g)
+	var (
+		mu      sync.Mutex
+		batches []int
+	)
+	hold := f.g.beforeCall
+	f.g.beforeCall = func(rs []flashsale.GateReserve) {
+		mu.Lock()
+		batches = append(batches, len(rs))
+		mu.Unlock()
+		hold(rs)
+	}
+	slots := occupy(t, f.g, h, f.sale)
+
+	now := time.Now()
+	req := func(res, user, key, hash, adm, card string, epoch int64) flashsale.GateReserve {
+		return flashsale.GateReserve{SaleID: f.sale, ReservationID: res, UserID: user, Quantity: 1, Instrument: card,
+			AdmissionID: adm, AdmissionExpires: now.Add(time.Minute), Epoch: epoch,
+			IdempotencyKey: key, RequestHash: hash, Now: now}
+	}
+	rs := []flashsale.GateReserve{
+		req("r0", "u1", "k1", "h1", "a0", "", 1),      // won
+		req("r1", "u1", "k1", "h1", "a1", "", 1),      // replays r0
+		req("r2", "u1", "k1", "other", "a2", "", 1),   // key reused
+		req("r3", "u1", "k2", "h", "a3", "", 1),       // u1 holds r0
+		req("r4", "u2", "k1", "h", "shared", "", 1),   // won
+		req("r5", "u3", "k1", "h", "shared", "", 1),   // admission spent by r4
+		req("r6", "u4", "k1", "h", "a6", "card", 1),   // won, the last unit
+		req("r7", "u5", "k1", "h", "a7", "card", 1),   // sold out
+		req("r8", "u6", "k1", "h", "a8", "", 7),       // stale epoch
+		req("r0", "u7", "k1", "h", "a9", "", 1),       // sold out, before the duplicate id
+		req("r10", "u4", "k1", "h", "a10", "card", 1), // replays r6
+	}
+	type answer struct {
+		out flashsale.GateOutcome
+		err error
+	}
+	answers := make(map[string]answer)
+	var order []flashsale.GateReserve
+	var wg sync.WaitGroup
+	for _, r := range rs {
+		wg.Go(func() {
+			out, err := f.g.Reserve(f.ctx, r)
+			mu.Lock()
+			answers[r.ReservationID+"/"+r.UserID] = answer{out, err}
+			mu.Unlock()
+		})
+		order = append(order, <-h.queued) // one at a time: the queue's order is rs's
+	}
+	h.release()
+	wg.Wait()
+	slots()
+
+	if want := []int{1, 1, len(rs)}; fmt.Sprint(batches) != fmt.Sprint(want) {
+		t.Fatalf("script calls decided %v reserves; want %v: the queued reserves in one batch", batches, want)
+	}
+	wantVerdicts := []flashsale.Verdict{
+		flashsale.VerdictWon, flashsale.VerdictReplayed, flashsale.VerdictKeyReused, flashsale.VerdictLimitReached,
+		flashsale.VerdictWon, flashsale.VerdictAdmissionUsed, flashsale.VerdictWon, flashsale.VerdictSoldOut,
+		flashsale.VerdictStaleEpoch, flashsale.VerdictSoldOut, flashsale.VerdictReplayed,
+	}
+	// The same reserves, one at a time, on a fresh sale.
+	seq := newFixture(t, 3)
+	for i, r := range order {
+		got := answers[r.ReservationID+"/"+r.UserID]
+		r.SaleID = seq.sale
+		want, err := seq.g.Reserve(seq.ctx, r)
+		if got.err != nil || err != nil {
+			t.Fatalf("reserve %d (%s): batched error %v, alone %v", i, r.ReservationID, got.err, err)
+		}
+		if got.out != want {
+			t.Errorf("reserve %d (%s of %s): batched %+v; alone %+v", i, r.ReservationID, r.UserID, got.out, want)
+		}
+		if got.out.Verdict != wantVerdicts[i] {
+			t.Errorf("reserve %d (%s of %s) = %v; want %v", i, r.ReservationID, r.UserID, got.out.Verdict, wantVerdicts[i])
+		}
+	}
+
+	// The batch's one audit entry reads back as one per win, as the
+	// reserves one at a time left them.
+	batched, err := f.g.Audit(f.ctx, f.sale, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := seq.g.Audit(seq.ctx, seq.sale, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(batched) != 4 || len(alone) != 4 {
+		t.Fatalf("audit: %d entries batched, %d alone; want a load and three wins", len(batched), len(alone))
+	}
+	for i := 1; i < len(batched); i++ { // after the loads, which differ in time
+		if batched[i] != alone[i] {
+			t.Errorf("audit entry %d: batched %+v; alone %+v", i, batched[i], alone[i])
+		}
+	}
+	if s := f.snapshot(); s.Counter != 0 || s.Held() != 3 || s.Drift() != 0 || s.AuditedCounter != 0 {
+		t.Fatalf("snapshot %+v; want 3 held, none left, no drift", s)
+	}
+	if got := len(f.holds()); got != 3 {
+		t.Fatalf("%d holds; want 3", got)
+	}
+}
+
+// TestConcurrentBatchesNeverOversell has 240 reserves of 60 shoppers race
+// for 25 units, every shopper asking four times under different keys and
+// pairs of shoppers sharing a card, while the first calls are held so that
+// the rest queue and go in full batches. However the batches fall, the units
+// sell exactly once, each shopper and each card wins at most once, and the
+// audit log accounts for every win.
+func TestConcurrentBatchesNeverOversell(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		gate func(t *testing.T) *Gate
+	}{
+		{"redis", func(t *testing.T) *Gate { return newGate(t, nil) }},
+		{"cluster", func(t *testing.T) *Gate { return newClusterGate(t, nil) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const (
+				units    = 25
+				shoppers = 60
+				asks     = 4
+			)
+			f := &fixture{t: t, ctx: t.Context(), g: tc.gate(t), sale: flashsale.NewID("sale_")}
+			if ok, err := f.g.Load(f.ctx, f.sale, units, 1, "test"); !ok || err != nil {
+				t.Fatalf("Load = %v, %v", ok, err)
+			}
+			h := holdCalls(f.g)
+			var (
+				mu      sync.Mutex
+				largest int
+			)
+			hold := f.g.beforeCall
+			f.g.beforeCall = func(rs []flashsale.GateReserve) {
+				mu.Lock()
+				largest = max(largest, len(rs))
+				mu.Unlock()
+				hold(rs)
+			}
+			slots := occupy(t, f.g, h, f.sale)
+
+			start := make(chan struct{})
+			wins := make(map[string][]string) // shopper → reservation ids
+			cards := make(map[string]int)
+			var wg sync.WaitGroup
+			for s := range shoppers {
+				for a := range asks {
+					wg.Go(func() {
+						<-start
+						now := time.Now()
+						id := fmt.Sprintf("u%d-%d", s, a)
+						r := flashsale.GateReserve{SaleID: f.sale, ReservationID: "res-" + id, UserID: fmt.Sprintf("u%d", s),
+							Quantity: 1, Instrument: fmt.Sprintf("card-%d", s/2), AdmissionID: "adm-" + id,
+							AdmissionExpires: now.Add(time.Minute), Epoch: 1, IdempotencyKey: "key-" + id,
+							RequestHash: "h", Now: now}
+						out, err := f.g.Reserve(f.ctx, r)
+						if err != nil {
+							t.Errorf("Reserve: %v", err)
+							return
+						}
+						switch out.Verdict {
+						case flashsale.VerdictWon:
+							mu.Lock()
+							wins[r.UserID] = append(wins[r.UserID], r.ReservationID)
+							cards[r.Instrument]++
+							mu.Unlock()
+						case flashsale.VerdictSoldOut, flashsale.VerdictLimitReached:
+						default:
+							t.Errorf("Reserve = %v", out.Verdict)
+						}
+					})
+				}
+			}
+			close(start)
+			for range shoppers * asks {
+				<-h.queued
+			}
+			h.release()
+			wg.Wait()
+			slots()
+			if largest < 2 {
+				t.Fatalf("the largest script call decided %d reserves; the test needs batches", largest)
+			}
+			t.Logf("largest batch: %d reserves", largest)
+
+			won := make(map[string]bool)
+			for user, ids := range wins {
+				if len(ids) > 1 {
+					t.Errorf("%s won %d times: %v", user, len(ids), ids)
+				}
+				for _, id := range ids {
+					won[id] = true
+				}
+			}
+			for card, n := range cards {
+				if n > 1 {
+					t.Errorf("%s won %d times", card, n)
+				}
+			}
+			if len(won) != units {
+				t.Fatalf("%d wins; want all %d units sold, once each", len(won), units)
+			}
+			if s := f.snapshot(); s.Counter != 0 || s.Held() != units || s.Drift() != 0 || s.AuditedCounter != s.Counter {
+				t.Fatalf("snapshot %+v; want every unit held, none left, no drift", s)
+			}
+			holds := f.holds()
+			if len(holds) != units {
+				t.Fatalf("%d holds; want %d", len(holds), units)
+			}
+			for _, h := range holds {
+				if !won[h.ReservationID] {
+					t.Errorf("hold %s was not answered as a win", h.ReservationID)
+				}
+			}
+			audit := f.audit()
+			if len(audit) != 1+units {
+				t.Fatalf("audit has %d entries; want a load and %d wins", len(audit), units)
+			}
+			counter := int64(units)
+			for i, e := range audit[1:] {
+				counter += e.Delta
+				if e.Op != "reserve" || e.Delta != -1 || e.Counter != counter || !won[e.ReservationID] || e.Seq <= audit[i].Seq {
+					t.Errorf("audit entry %+v after %+v; want each win once, in order, counting down", e, audit[i])
+				}
+				delete(won, e.ReservationID)
+			}
+		})
+	}
+}
+
+// TestQueuedReserveCutShort: a reserve whose deadline passes while it
+// queues fails closed, and is never sent.
+func TestQueuedReserveCutShort(t *testing.T) {
+	f := newFixture(t, 5)
+	h := holdCalls(f.g)
+	var (
+		mu   sync.Mutex
+		sent []string
+	)
+	hold := f.g.beforeCall
+	f.g.beforeCall = func(rs []flashsale.GateReserve) {
+		mu.Lock()
+		for _, r := range rs {
+			sent = append(sent, r.ReservationID)
+		}
+		mu.Unlock()
+		hold(rs)
+	}
+	slots := occupy(t, f.g, h, f.sale)
+
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error)
+	r := f.req("u1")
+	go func() {
+		_, err := f.g.Reserve(ctx, r)
+		done <- err
+	}()
+	<-h.queued
+	cancel()
+	if err := <-done; flashsale.ErrorCode(err) != flashsale.CodeUnavailable {
+		t.Fatalf("Reserve cut short = %v; want an unavailable error (fail closed)", err)
+	}
+	h.release()
+	slots()
+	mu.Lock()
+	for _, id := range sent {
+		if id == r.ReservationID {
+			t.Errorf("the reserve cut short was sent (calls: %v)", sent)
+		}
+	}
+	mu.Unlock()
+	if s := f.snapshot(); s.Counter != 5 || s.Won != 0 {
+		t.Fatalf("snapshot %+v; want nothing taken", s)
+	}
+	// The sale goes on: a later reserve is answered.
+	f.expect(f.req("u2"), flashsale.VerdictWon)
+}
+
+func (f *fixture) snapshot() flashsale.GateSnapshot {
+	f.t.Helper()
+	s, err := f.g.Snapshot(f.ctx, f.sale)
+	if err != nil {
+		f.t.Fatalf("Snapshot: %v", err)
+	}
+	return s
+}
+
+func (f *fixture) holds() []flashsale.Hold {
+	f.t.Helper()
+	hs, err := f.g.Holds(f.ctx, f.sale)
+	if err != nil {
+		f.t.Fatalf("Holds: %v", err)
+	}
+	return hs
+}
+
+func (f *fixture) audit() []flashsale.AuditEntry {
+	f.t.Helper()
+	a, err := f.g.Audit(f.ctx, f.sale, 1_000_000)
+	if err != nil {
+		f.t.Fatalf("Audit: %v", err)
+	}
+	return a
+}
+
+// TestBatchNoScript: a Redis that lost its script cache (a restart, a
+// failover) still takes batches: EVALSHA falls back to EVAL.
+func TestBatchNoScript(t *testing.T) {
+	f := newFixture(t, 10)
+	f.g.batchAlone = true
+	f.expect(f.req("u1"), flashsale.VerdictWon)
+	if err := f.do(f.g.client.B().ScriptFlush().Build()).Error(); err != nil {
+		t.Fatalf("SCRIPT FLUSH: %v", err)
+	}
+	f.expect(f.req("u2"), flashsale.VerdictWon)
+	if s := f.snapshot(); s.Counter != 8 {
+		t.Fatalf("snapshot %+v; want 8 left", s)
+	}
+}
+
+// TestReserveCutShortInFlight: a reserve whose caller stops waiting while
+// its batch is in flight fails closed at once; the batch still decides it
+// (the caller was told it may or may not have happened), and the sale
+// goes on.
+func TestReserveCutShortInFlight(t *testing.T) {
+	f := newFixture(t, 5)
+	h := holdCalls(f.g)
+	slots := occupy(t, f.g, h, f.sale)
+	r := f.req("u1")
+	inFlight, resume := make(chan struct{}), make(chan struct{})
+	hold := f.g.beforeCall
+	f.g.beforeCall = func(rs []flashsale.GateReserve) {
+		hold(rs)
+		for _, q := range rs {
+			if q.ReservationID == r.ReservationID {
+				close(inFlight)
+				<-resume
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(f.ctx)
+	done := make(chan error)
+	go func() {
+		_, err := f.g.Reserve(ctx, r)
+		done <- err
+	}()
+	<-h.queued
+	h.release()
+	<-inFlight
+	cancel()
+	if err := <-done; flashsale.ErrorCode(err) != flashsale.CodeUnavailable {
+		t.Fatalf("Reserve cut short in flight = %v; want an unavailable error (fail closed)", err)
+	}
+	close(resume)
+	slots()
+	f.expect(f.req("u2"), flashsale.VerdictWon)
+	if s := f.snapshot(); s.Won != 2 || s.Drift() != 0 {
+		t.Fatalf("snapshot %+v; want the cut-short reserve and the next one won, no drift", s)
+	}
+}

@@ -144,7 +144,8 @@ func (g *Gate) locked(id string, create bool) *sale {
 // are usually answered without the sale's lock and without allocating.
 // ctx is not consulted: the gate never waits on I/O.
 func (g *Gate) Reserve(_ context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
-	if err := checkReserve(&r); err != nil {
+	if err := r.Validate(); err != nil {
+		err = fmt.Errorf("memory gate: %w", err)
 		return flashsale.GateOutcome{}, err
 	}
 	for {
@@ -265,7 +266,7 @@ func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, h
 	if saleID == "" {
 		return errors.New("memory gate: rebuild needs a sale id")
 	}
-	held, err := checkHolds(holds)
+	held, err := flashsale.ValidateHolds(holds)
 	if err != nil {
 		return fmt.Errorf("memory gate: rebuild %s: %w", saleID, err)
 	}

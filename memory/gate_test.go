@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -228,21 +227,6 @@ func TestFastPathNeverHidesAKey(t *testing.T) {
 		}
 		if _, found, _ := g.Lookup(ctx, "s", r.UserID, r.IdempotencyKey); !found {
 			t.Fatalf("Lookup of key %d found nothing", i)
-		}
-	}
-}
-
-func TestHasSep(t *testing.T) {
-	for _, s := range []string{"", "a", "abcdefg", "abcdefgh", "abcdefghijklmnopq", "\x1f", "abcdefgh\x1f", "abcdefg\x1fh", "\x1fbcdefghij", "abc\x1e\x20\x9f\xff", strings.Repeat("\x3f", 33)} {
-		if got, want := hasSep(s), strings.Contains(s, "\x1f"); got != want {
-			t.Errorf("hasSep(%q) = %v; want %v", s, got, want)
-		}
-	}
-	for i := range 40 {
-		b := []byte(strings.Repeat("x", 40))
-		b[i] = 0x1f
-		if !hasSep(string(b)) {
-			t.Errorf("hasSep misses the separator at %d", i)
 		}
 	}
 }

@@ -256,7 +256,8 @@ func ms(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 // answer, in which case the caller must fail closed: the reserve may or
 // may not have happened.
 func (g *Gate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
-	if err := checkReserve(&r); err != nil {
+	if err := r.Validate(); err != nil {
+		err = fmt.Errorf("redis gate: %w", err)
 		return flashsale.GateOutcome{}, err
 	}
 	return g.reserve(ctx, r)
@@ -381,7 +382,7 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64,
 	if saleID == "" {
 		return errors.New("redis gate: rebuild needs a sale id")
 	}
-	units, err := checkHolds(holds)
+	units, err := flashsale.ValidateHolds(holds)
 	if err != nil {
 		return fmt.Errorf("redis gate: rebuild %s: %w", saleID, err)
 	}

@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -78,44 +77,3 @@ func decodeHold(s string) (flashsale.Hold, error) {
 	}
 	return h, nil
 }
-
-// checkReserve rejects requests that only a bug could send.
-func checkReserve(r *flashsale.GateReserve) error {
-	switch {
-	case r.Quantity < 1:
-		return fmt.Errorf("redis gate: reserve of %d units: quantity must be at least 1", r.Quantity)
-	case r.SaleID == "" || r.ReservationID == "" || r.UserID == "" || r.IdempotencyKey == "":
-		return errors.New("redis gate: reserve needs a sale id, a reservation id, a user id and an idempotency key")
-	case hasSep(r.SaleID) || hasSep(r.ReservationID) || hasSep(r.UserID) || hasSep(r.IdempotencyKey) ||
-		hasSep(r.Instrument) || hasSep(r.AdmissionID) || hasSep(r.RequestHash):
-		return errSep
-	}
-	return nil
-}
-
-// checkHolds rejects holds a reserve could not have made and returns the
-// units they take.
-func checkHolds(holds []flashsale.Hold) (int64, error) {
-	var units int64
-	seen := make(map[string]struct{}, len(holds))
-	for i := range holds {
-		h := &holds[i]
-		switch {
-		case h.Quantity < 1 || h.ReservationID == "" || h.UserID == "":
-			return 0, fmt.Errorf("hold %q: needs a reservation id, a user id and a quantity of at least 1", h.ReservationID)
-		case hasSep(h.ReservationID) || hasSep(h.UserID) || hasSep(h.Instrument) || hasSep(h.IdempotencyKey) ||
-			hasSep(h.AdmissionID) || hasSep(h.RequestHash):
-			return 0, errSep
-		}
-		if _, dup := seen[h.ReservationID]; dup {
-			return 0, fmt.Errorf("hold %q appears twice", h.ReservationID)
-		}
-		seen[h.ReservationID] = struct{}{}
-		units += int64(h.Quantity)
-	}
-	return units, nil
-}
-
-var errSep = errors.New(`redis gate: ids, keys, fingerprints and hashes must not contain "\x1f"`)
-
-func hasSep(s string) bool { return strings.IndexByte(s, sep[0]) >= 0 }

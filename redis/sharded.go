@@ -174,7 +174,8 @@ func (s *ShardedGate) Reserve(ctx context.Context, r flashsale.GateReserve) (fla
 		}
 		return s.g.Reserve(ctx, r)
 	}
-	if err := checkReserve(&r); err != nil {
+	if err := r.Validate(); err != nil {
+		err = fmt.Errorf("redis gate: %w", err)
 		return flashsale.GateOutcome{}, err
 	}
 	sale, k := r.SaleID, flashsale.ShardOf(r.UserID, n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,8 +113,13 @@ func parseShard(k int, vals []rueidis.RedisMessage) (shardRead, error) {
 const shardReadTimeout = time.Second
 
 // cutAttempts bounds how often cut reads again because a transfer moved
-// while it read.
-const cutAttempts = 8
+// while it read; between attempts it waits a little longer each time (up
+// to cutPause), so that a burst of transfers (shards running dry under a
+// crowd) can settle rather than outrun every read.
+const (
+	cutAttempts = 16
+	cutPause    = 4 * time.Millisecond
+)
 
 // cut reads every shard at one consistent point of the transfers between
 // them, and returns the reads with the units in flight: debited and not
@@ -126,7 +132,15 @@ const cutAttempts = 8
 // state stood still over a common instant (after the last first read and
 // before the first second read), and the reads are what it was then.
 func (s *ShardedGate) cut(ctx context.Context, saleID string, n int) ([]shardRead, int64, error) {
-	for range cutAttempts {
+	for attempt := range cutAttempts {
+		if attempt > 1 {
+			pause := time.Duration(rand.Int64N(int64(min(time.Duration(attempt)*time.Millisecond/2, cutPause))) + 1)
+			select {
+			case <-ctx.Done():
+				return nil, 0, ctx.Err()
+			case <-time.After(pause):
+			}
+		}
 		reads, err := s.read(ctx, saleID, n)
 		if err != nil {
 			return nil, 0, err
@@ -586,7 +600,7 @@ func (s *ShardedGate) rebuild(ctx context.Context, saleID string, n int, lost []
 	if saleID == "" {
 		return errors.New("redis gate: rebuild needs a sale id")
 	}
-	units, err := checkHolds(holds)
+	units, err := flashsale.ValidateHolds(holds)
 	if err != nil {
 		return fmt.Errorf("redis gate: rebuild %s: %w", saleID, err)
 	}

@@ -239,7 +239,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		route, code, _ := strings.Cut(rc.Name, " ")
 		row("  rejected at "+route, rc.Count, code)
 	}
-	row("admitted (shoppers)", rep.Admitted, fmt.Sprintf("%d asked for a proof of work first", rep.Challenged))
+	row("admitted (shoppers)", rep.Admitted, thousands(rep.Challenged)+" asked for a proof of work first")
 	row("reserved", rep.Reserved, "")
 	row("confirmed (paid)", rep.Confirmed, "")
 	row("cancelled (payment failed)", rep.Cancelled, "")

@@ -308,7 +308,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 			return nil, errUnavailable(err)
 		}
 		if !ok {
-			if s.limited.Add(sale.ID, req.UserID, now) > s.cfg.SuspectAfter && s.cfg.Suspect != nil {
+			if s.limited.Add(sale.ID, req.UserID, now) == s.cfg.SuspectAfter+1 && s.cfg.Suspect != nil {
 				s.cfg.Suspect(ctx, sale.ID, req.UserID, "kept hitting the purchase rate limits")
 			}
 			return nil, &flashsale.Error{Code: flashsale.CodeRateLimited,

@@ -176,3 +176,32 @@ func TestSoldOutPollingByOdds(t *testing.T) {
 		t.Errorf("final sold out: %+v", st)
 	}
 }
+
+// flagCounter counts the writes that hold a shopper as automation.
+type flagCounter struct {
+	Queue
+	flags atomic.Int64
+}
+
+func (f *flagCounter) Flag(ctx context.Context, saleID, userID, reason string) error {
+	f.flags.Add(1)
+	return f.Queue.Flag(ctx, saleID, userID, reason)
+}
+
+// A client hammering its status is held with one write, not one a poll:
+// the room's answer to it stays as cheap as to anyone.
+func TestHammeringPollerFlaggedOnce(t *testing.T) {
+	ctx := context.Background()
+	room, q, keys := placesRig(t, 0)
+	fc := &flagCounter{Queue: q}
+	room.cfg.Queue = fc
+	tok := keys.SignTicket(token.Ticket{UserID: "hammer", SaleID: "sale_fifo", Arrival: opens, Position: 5})
+	for range 500 {
+		if _, err := room.Status(ctx, "fifo", tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := fc.flags.Load(); n != 1 {
+		t.Fatalf("%d writes to hold one shopper, want 1", n)
+	}
+}

@@ -371,7 +371,17 @@ func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, err
 	if err != nil {
 		return st, err
 	}
-	if n, early := r.polls.Observe(snap.Sale.ID, t.UserID, now, st.RetryAfter); n > r.cfg.PollLimit || early > r.cfg.EarlyLimit {
+	// Flagged once, as the shopper crosses a limit (again in a later
+	// window if it keeps on): a write per poll of a client hammering the
+	// room would make it cost the room most where it should cost least.
+	n, early, wasEarly := r.polls.Observe(snap.Sale.ID, t.UserID, now, st.RetryAfter)
+	earlyBefore := early
+	if wasEarly {
+		earlyBefore--
+	}
+	over := n > r.cfg.PollLimit || early > r.cfg.EarlyLimit
+	overBefore := n-1 > r.cfg.PollLimit || earlyBefore > r.cfg.EarlyLimit
+	if over && !overBefore {
 		r.flag(ctx, snap.Sale.ID, t.UserID, "polled faster than the waiting room asks")
 	}
 	return st, nil
@@ -535,7 +545,7 @@ func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce stri
 		if !errors.Is(err, challenge.ErrFailed) {
 			return Status{}, err
 		}
-		if r.fails.Add(snap.Sale.ID, t.UserID, now) > r.cfg.FailLimit {
+		if r.fails.Add(snap.Sale.ID, t.UserID, now) == r.cfg.FailLimit+1 {
 			r.flag(ctx, snap.Sale.ID, t.UserID, "failed the admission challenge repeatedly")
 		}
 		return Status{}, &flashsale.Error{Code: flashsale.CodeChallengeFailed, Message: err.Error()}

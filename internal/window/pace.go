@@ -42,8 +42,9 @@ func NewPace(length time.Duration) *Pace {
 
 // Observe records an event of the key (a, b) at now, after which the key
 // is asked to wait next (0: not asked to come back), and returns the key's
-// events in the current window and how many of them came early.
-func (p *Pace) Observe(a, b string, now time.Time, next time.Duration) (count, early int) {
+// events in the current window, how many of them came early, and whether
+// this one did.
+func (p *Pace) Observe(a, b string, now time.Time, next time.Duration) (count, early int, wasEarly bool) {
 	var h maphash.Hash
 	h.SetSeed(p.seed)
 	h.WriteString(a)
@@ -57,11 +58,12 @@ func (p *Pace) Observe(a, b string, now time.Time, next time.Duration) (count, e
 		s.start, s.keys = now, make(map[uint64]paceEntry, len(s.keys))
 	}
 	e, seen := s.keys[key]
-	if seen && e.asked > 0 && now.UnixNano()-e.last < int64(e.asked)*int64(time.Millisecond)/2 {
+	wasEarly = seen && e.asked > 0 && now.UnixNano()-e.last < int64(e.asked)*int64(time.Millisecond)/2
+	if wasEarly {
 		e.early++
 	}
 	e.count++
 	e.last, e.asked = now.UnixNano(), int32(min(next.Milliseconds(), 1<<31-1))
 	s.keys[key] = e
-	return int(e.count), int(e.early)
+	return int(e.count), int(e.early), wasEarly
 }

@@ -53,25 +53,25 @@ func TestPace(t *testing.T) {
 	p := NewPace(time.Minute)
 	at := t0
 	for i := 1; i <= 5; i++ { // a person, asked 10 s, comes back after 10 to 13 s
-		if n, early := p.Observe("sale", "person", at, 10*time.Second); n != i || early != 0 {
+		if n, early, _ := p.Observe("sale", "person", at, 10*time.Second); n != i || early != 0 {
 			t.Fatalf("person, poll %d: %d events, %d early", i, n, early)
 		}
 		at = at.Add(10*time.Second + time.Duration(i)*500*time.Millisecond)
 	}
 	at = t0
 	for i := 1; i <= 6; i++ { // a bot, asked 10 s, comes back each second
-		_, early := p.Observe("sale", "bot", at, 10*time.Second)
-		if early != i-1 {
+		_, early, was := p.Observe("sale", "bot", at, 10*time.Second)
+		if early != i-1 || was != (i > 1) {
 			t.Fatalf("bot, poll %d: %d early, want %d", i, early, i-1)
 		}
 		at = at.Add(time.Second)
 	}
 	// Asked nothing (a final answer): the next event is not early.
 	p.Observe("sale", "done", t0, 0)
-	if _, early := p.Observe("sale", "done", t0.Add(time.Millisecond), time.Second); early != 0 {
+	if _, early, _ := p.Observe("sale", "done", t0.Add(time.Millisecond), time.Second); early != 0 {
 		t.Fatalf("after a final answer: %d early", early)
 	}
-	if n, early := p.Observe("sale", "bot", t0.Add(2*time.Minute), time.Second); n != 1 || early != 0 {
+	if n, early, _ := p.Observe("sale", "bot", t0.Add(2*time.Minute), time.Second); n != 1 || early != 0 {
 		t.Fatalf("a new window: %d events, %d early", n, early)
 	}
 }

@@ -45,12 +45,7 @@ func NewPace(length time.Duration) *Pace {
 // events in the current window, how many of them came early, and whether
 // this one did.
 func (p *Pace) Observe(a, b string, now time.Time, next time.Duration) (count, early int, wasEarly bool) {
-	var h maphash.Hash
-	h.SetSeed(p.seed)
-	h.WriteString(a)
-	h.WriteByte(0)
-	h.WriteString(b)
-	key := h.Sum64()
+	key := pairKey(p.seed, a, b)
 	s := &p.stripes[key%stripes]
 	s.mu.Lock()
 	defer s.mu.Unlock()

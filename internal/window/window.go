@@ -46,12 +46,7 @@ func New(length time.Duration) *Counter {
 // Add counts one event of the key (a, b) at now and returns the key's
 // count in the current window.
 func (c *Counter) Add(a, b string, now time.Time) int {
-	var h maphash.Hash
-	h.SetSeed(c.seed)
-	h.WriteString(a)
-	h.WriteByte(0)
-	h.WriteString(b)
-	key := h.Sum64()
+	key := pairKey(c.seed, a, b)
 	s := &c.stripes[key%stripes]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -60,4 +55,14 @@ func (c *Counter) Add(a, b string, now time.Time) int {
 	}
 	s.counts[key]++
 	return int(s.counts[key])
+}
+
+// pairKey is the key (a, b) as a 64-bit hash: no string copied or joined.
+func pairKey(seed maphash.Seed, a, b string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	h.WriteString(a)
+	h.WriteByte(0)
+	h.WriteString(b)
+	return h.Sum64()
 }

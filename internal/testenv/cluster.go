@@ -132,10 +132,13 @@ func StartRedisCluster(t testing.TB, masters, replicas int) *ClusterServers {
 		os.RemoveAll(dir)
 	})
 	var addrs []string
-	for range masters * (1 + replicas) {
-		// The cluster bus port is set apart, since port+10000 (the
-		// default) may be past 65535 or taken.
-		n := &clusterNode{port: freePort(t), bus: freePort(t)}
+	// Every node's port and cluster bus port are taken at once, so that no
+	// two are the same (a port freed and asked for again may come back);
+	// the bus port is set apart, since port+10000 (the default) may be
+	// past 65535 or taken.
+	ports := freePorts(t, 2*masters*(1+replicas))
+	for i := range masters * (1 + replicas) {
+		n := &clusterNode{port: ports[2*i], bus: ports[2*i+1]}
 		c.nodes = append(c.nodes, n)
 		c.start(n)
 		addrs = append(addrs, n.addr())

@@ -177,9 +177,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	// Every call the request makes to the record is counted, so that the
 	// funnel's promise (a rejection costs the database nothing) is a
-	// metric, not a belief.
-	calls := &tally.Request{}
-	r = r.WithContext(tally.With(r.Context(), calls))
+	// metric, not a belief. An edge has no record, and its polls do not
+	// pay for the count.
+	var calls *tally.Request
+	if s.cfg.Store != nil {
+		calls = &tally.Request{}
+		r = r.WithContext(tally.With(r.Context(), calls))
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			s.cfg.Logger.Error("panic serving request", "method", r.Method, "path", r.URL.Path,
@@ -193,7 +197,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			route = "unmatched"
 		}
 		s.cfg.Metrics.Request(route, rec.status, time.Since(start))
-		s.cfg.Metrics.RecordCalls(route, rec.status >= 400, calls.Calls())
+		if calls != nil {
+			s.cfg.Metrics.RecordCalls(route, rec.status >= 400, calls.Calls())
+		}
 	}()
 	if unclean(r.URL.Path) {
 		// The mux would redirect to the cleaned path with an HTML body; a

@@ -234,7 +234,7 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
-	d := &procDriver{run: r, e: e, clock: clock, sale: sale, sink: sink}
+	d := &procDriver{run: r, e: e, clock: clock, sale: sale}
 	wallStart := time.Now()
 	stopProgress := r.progress(func() int64 { return d.unitsLeft.Load() }, func() float64 { return d.admitRate.Load().(float64) })
 	err = d.drive(ctx, start)
@@ -298,7 +298,6 @@ type procDriver struct {
 	e     *engine.Engine
 	clock *vclock
 	sale  *flashsale.Sale
-	sink  *countSink
 	wheel wheel
 
 	unitsLeft atomic.Int64

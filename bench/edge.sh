@@ -25,54 +25,17 @@ DURATION=${DURATION:-10s}
 CONNS=${CONNS:-64}
 THREADS=${THREADS:-2}
 USERS=${USERS:-2000}
-DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
-REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
 SKU=bench
 
-for tool in wrk psql redis-cli curl; do
-	command -v "$tool" >/dev/null || { echo "edge.sh: $tool is needed (wrk: apt-get install -y wrk)" >&2; exit 1; }
-done
-
-work=$(mktemp -d)
-suffix=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
-schema=bench_$suffix
-prefix="bench:$suffix:"
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-	psql "$DATABASE_URL" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
-	redis-cli -u "$REDIS_URL" --scan --pattern "$prefix*" | xargs -r redis-cli -u "$REDIS_URL" del >/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. bench/lib.sh
+need edge.sh wrk psql redis-cli curl
+scratch bench
 
 echo "building..."
 go build -o "$work/flashsale" ./cmd/flashsale
 go build -o "$work/benchtool" ./bench/benchtool
 
-psql "$DATABASE_URL" -qc "CREATE SCHEMA $schema"
-case $DATABASE_URL in *\?*) dburl="$DATABASE_URL&search_path=$schema" ;; *) dburl="$DATABASE_URL?search_path=$schema" ;; esac
-admin=admin-$suffix
 keys="kb:$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
-
-# start NAME CMD...: runs CMD in the background until it prints
-# "listening on URL", and sets NAME_url.
-start() {
-	local name=$1 url=""
-	shift
-	"$@" >"$work/$name.out" 2>"$work/$name.err" &
-	pids+=($!)
-	for _ in $(seq 1 100); do
-		url=$(grep -o 'http://[0-9.:]*' "$work/$name.out" | head -1 || true)
-		[ -n "$url" ] && break
-		sleep 0.1
-	done
-	[ -n "$url" ] || { echo "$name did not start:" >&2; cat "$work/$name.err" >&2; exit 1; }
-	printf -v "${name}_url" %s "$url"
-	printf -v "${name}_pid" %s "${pids[-1]}"
-	echo "$name: $url"
-}
 
 start bare "$work/benchtool" bare --addr 127.0.0.1:0
 start origin "$work/flashsale" serve --role origin --addr 127.0.0.1:0 --data-dir "$work/origin" \

@@ -23,26 +23,9 @@ UNITS=${UNITS:-10000}
 TARGET_USERS=${TARGET_USERS:-100000}
 TARGET_UNITS=${TARGET_UNITS:-2000}
 OUT=${OUT:-./rehearsal-out}
-DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test?sslmode=disable}
-REDIS_URL=${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}
-
-for tool in psql redis-cli; do
-	command -v "$tool" >/dev/null || { echo "rehearse.sh: $tool is needed" >&2; exit 1; }
-done
-
-work=$(mktemp -d)
-suffix=$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')
-schema=rehearse_$suffix
-prefix="rehearse:$suffix:"
-pids=()
-cleanup() {
-	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-	psql "$DATABASE_URL" -qc "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true
-	redis-cli -u "$REDIS_URL" --scan --pattern "$prefix*" | xargs -r redis-cli -u "$REDIS_URL" del >/dev/null || true
-	rm -rf "$work"
-}
-trap cleanup EXIT
+. bench/lib.sh
+need rehearse.sh psql redis-cli
+scratch rehearse
 mkdir -p "$OUT"
 
 echo "building..."
@@ -57,20 +40,8 @@ echo "== 1. in process: $USERS shoppers, $UNITS units"
 
 echo
 echo "== 2. against a server on Redis and PostgreSQL: $TARGET_USERS shoppers, $TARGET_UNITS units, a quiet sale beside"
-psql "$DATABASE_URL" -qc "CREATE SCHEMA $schema"
-case $DATABASE_URL in *\?*) dburl="$DATABASE_URL&search_path=$schema" ;; *) dburl="$DATABASE_URL?search_path=$schema" ;; esac
-admin=admin-$suffix
-"$work/flashsale" serve --addr 127.0.0.1:0 --data-dir "$work/server" --redis-url "$REDIS_URL" \
-	--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --log-level warn \
-	>"$work/server.out" 2>"$work/server.err" &
-pids+=($!)
-url=""
-for _ in $(seq 1 100); do
-	url=$(grep -o 'http://[0-9.:]*' "$work/server.out" | head -1 || true)
-	[ -n "$url" ] && break
-	sleep 0.1
-done
-[ -n "$url" ] || { echo "the server did not start:" >&2; cat "$work/server.err" >&2; exit 1; }
-"$work/flashsale" rehearse --target "$url" --admin-token "$admin" --users "$TARGET_USERS" --units "$TARGET_UNITS" \
+start server "$work/flashsale" serve --addr 127.0.0.1:0 --data-dir "$work/server" --redis-url "$REDIS_URL" \
+	--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --log-level warn
+"$work/flashsale" rehearse --target "$server_url" --admin-token "$admin" --users "$TARGET_USERS" --units "$TARGET_UNITS" \
 	--seed 2 --no-progress --quiet-sale --plain-query-url "$dburl" --report "$OUT/against-server.html" \
 	2>&1 | tee "$OUT/against-server.txt"

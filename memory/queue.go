@@ -16,8 +16,21 @@ import (
 // pre-queue or a lottery's registration, how far the queue is admitted,
 // and the counters the pacer reads. Safe for concurrent use; use NewQueue.
 type Queue struct {
-	seed  maphash.Seed
-	sales sync.Map // saleID -> *saleQueue
+	seeds [2]maphash.Seed // of userKey's two hashes
+	sales sync.Map        // saleID -> *saleQueue
+}
+
+// userKey is a user id as two 64-bit hashes of independent seeds. A place
+// is the one thing a shopper of a big sale leaves in the queue, so it is
+// kept without the id's string: a sale of two million places is then a few
+// tens of megabytes the garbage collector never scans, where string keys
+// cost it a pointer to follow per shopper. Two ids sharing both hashes
+// would share a place; at 128 bits that is about one chance in 10^26 for
+// two million shoppers.
+type userKey [2]uint64
+
+func (q *Queue) key(userID string) userKey {
+	return userKey{maphash.String(q.seeds[0], userID), maphash.String(q.seeds[1], userID)}
 }
 
 const queueShards = 64
@@ -33,7 +46,7 @@ type saleQueue struct {
 	suspects map[string]string
 	shards   [queueShards]struct {
 		mu     sync.Mutex
-		places map[string]place
+		places map[userKey]place
 		_      [40]byte // keep shards on separate cache lines
 	}
 }
@@ -44,7 +57,7 @@ type place struct {
 }
 
 // NewQueue returns an empty Queue.
-func NewQueue() *Queue { return &Queue{seed: maphash.MakeSeed()} }
+func NewQueue() *Queue { return &Queue{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}} }
 
 func (q *Queue) sale(saleID string) *saleQueue {
 	if v, ok := q.sales.Load(saleID); ok {
@@ -53,7 +66,7 @@ func (q *Queue) sale(saleID string) *saleQueue {
 	sq := &saleQueue{entrants: map[string]int64{}, counters: map[string]int64{}, spent: map[string]int64{},
 		suspects: map[string]string{}}
 	for i := range sq.shards {
-		sq.shards[i].places = make(map[string]place)
+		sq.shards[i].places = make(map[userKey]place)
 	}
 	v, _ := q.sales.LoadOrStore(saleID, sq)
 	return v.(*saleQueue)
@@ -62,12 +75,13 @@ func (q *Queue) sale(saleID string) *saleQueue {
 // Join returns the shopper's place (from 1) and arrival time.
 func (q *Queue) Join(_ context.Context, saleID, userID string, now time.Time) (int64, time.Time, error) {
 	sq := q.sale(saleID)
-	sh := &sq.shards[maphash.String(q.seed, userID)%queueShards]
+	k := q.key(userID)
+	sh := &sq.shards[k[0]%queueShards]
 	sh.mu.Lock()
-	p, ok := sh.places[userID]
+	p, ok := sh.places[k]
 	if !ok {
 		p = place{pos: sq.next.Add(1), arrival: now.UnixMilli()}
-		sh.places[userID] = p
+		sh.places[k] = p
 	}
 	sh.mu.Unlock()
 	return p.pos, time.UnixMilli(p.arrival).UTC(), nil

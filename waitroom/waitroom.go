@@ -239,18 +239,19 @@ func (r *Room) Ticket(ctx context.Context, sku, userID string, accountCreated ti
 	if sale.StateAt(now) == flashsale.SaleOpen && snap.Loaded && snap.Counter <= 0 && snap.Pending <= 0 {
 		return Ticket{}, flashsale.Errorf(flashsale.CodeSoldOut, "Sold out: nothing is left and no hold can come back.")
 	}
-	pl, err := r.remembered(ctx, snap, userID, accountCreated, now)
+	pl, err := r.remembered(ctx, snap, userID, now)
 	if err != nil {
 		return Ticket{}, err
 	}
+	tk := r.cfg.Tokens.SignTicket(token.Ticket{UserID: userID, SaleID: snap.Sale.ID, Arrival: pl.arrivalTime(),
+		Position: pl.position, AccountCreated: accountCreated})
 	ahead, wait := r.ahead(snap, pl.position, now)
-	return Ticket{Token: pl.ticket, Position: ahead, EstimatedWait: wait, RetryAfter: pollAfter(wait)}, nil
+	return Ticket{Token: tk, Position: ahead, EstimatedWait: wait, RetryAfter: pollAfter(wait)}, nil
 }
 
-// remembered returns the shopper's place and its signed ticket from memory
-// when it was given before, else decides it (place), signs it, and
-// remembers it once final.
-func (r *Room) remembered(ctx context.Context, snap *Snapshot, userID string, accountCreated, now time.Time) (place, error) {
+// remembered returns the shopper's place from memory when it was given
+// before, else decides it (place) and remembers it once final.
+func (r *Room) remembered(ctx context.Context, snap *Snapshot, userID string, now time.Time) (place, error) {
 	saleID := snap.Sale.ID
 	if pl, ok := r.places.get(saleID, userID); ok {
 		return pl, nil
@@ -259,9 +260,7 @@ func (r *Room) remembered(ctx context.Context, snap *Snapshot, userID string, ac
 	if err != nil {
 		return place{}, err
 	}
-	pl := place{position: pos, arrival: arrival,
-		ticket: r.cfg.Tokens.SignTicket(token.Ticket{UserID: userID, SaleID: saleID, Arrival: arrival, Position: pos,
-			AccountCreated: accountCreated})}
+	pl := place{position: pos, arrival: arrival.UnixMilli()}
 	if pos > 0 || (pos == NotSelected && snap.Drawn) {
 		r.places.put(saleID, userID, pl)
 	}

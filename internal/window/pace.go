@@ -50,7 +50,8 @@ func (p *Pace) Observe(a, b string, now time.Time, next time.Duration) (count, e
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Sub(s.start) >= p.length || now.Before(s.start) {
-		s.start, s.keys = now, make(map[uint64]paceEntry, len(s.keys))
+		s.start = now
+		clear(s.keys)
 	}
 	e, seen := s.keys[key]
 	wasEarly = seen && e.asked > 0 && now.UnixNano()-e.last < int64(e.asked)*int64(time.Millisecond)/2

@@ -1,7 +1,9 @@
 // Package window counts events per key in fixed time windows, in memory:
 // the cheap signal behind "polls faster than asked" and "keeps hitting the
 // rate limits". The previous window is dropped whole when a new one
-// starts, so memory is bounded by one window's keys.
+// starts, so memory is bounded by the largest window's keys; the room is
+// kept (the maps are cleared, not remade), so a crowd that fills one
+// window does not pay to grow the next.
 //
 // A key is a pair of strings (a sale and a shopper), kept as its 64-bit
 // hash: no key is copied or concatenated, and a window of two million
@@ -51,7 +53,8 @@ func (c *Counter) Add(a, b string, now time.Time) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if now.Sub(s.start) >= c.length || now.Before(s.start) {
-		s.start, s.counts = now, make(map[uint64]int32, len(s.counts))
+		s.start = now
+		clear(s.counts)
 	}
 	s.counts[key]++
 	return int(s.counts[key])

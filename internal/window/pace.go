@@ -11,6 +11,11 @@ import (
 // when to come back, and a client that keeps coming back in less than half
 // that time is not following the page. Windows of a fixed length bound the
 // memory, as Counter's do; keys are hashed the same way.
+//
+// Every poll of a sale passes here, and in a crowd of millions each one
+// finds its key cold in memory, so the keys live in a flat table of their
+// own (paceTable) where a lookup costs one cache line, not the two or more
+// of a general map.
 type Pace struct {
 	length  time.Duration
 	seed    maphash.Seed
@@ -20,24 +25,13 @@ type Pace struct {
 type paceStripe struct {
 	mu    sync.Mutex
 	start time.Time
-	keys  map[uint64]paceEntry
-	_     [24]byte
-}
-
-type paceEntry struct {
-	last  int64 // unix nanos of the key's previous event
-	asked int32 // milliseconds it was asked to wait after it
-	count int32 // events in the window
-	early int32 // of which came sooner than half the wait asked
+	keys  paceTable
+	_     [16]byte
 }
 
 // NewPace returns a Pace with windows of the given length.
 func NewPace(length time.Duration) *Pace {
-	p := &Pace{length: length, seed: maphash.MakeSeed()}
-	for i := range p.stripes {
-		p.stripes[i].keys = map[uint64]paceEntry{}
-	}
-	return p
+	return &Pace{length: length, seed: maphash.MakeSeed()}
 }
 
 // Observe records an event of the key (a, b) at now, after which the key
@@ -51,15 +45,77 @@ func (p *Pace) Observe(a, b string, now time.Time, next time.Duration) (count, e
 	defer s.mu.Unlock()
 	if now.Sub(s.start) >= p.length || now.Before(s.start) {
 		s.start = now
-		clear(s.keys)
+		s.keys.clear()
 	}
-	e, seen := s.keys[key]
-	wasEarly = seen && e.asked > 0 && now.UnixNano()-e.last < int64(e.asked)*int64(time.Millisecond)/2
+	e, seen := s.keys.entry(key)
+	nanos := now.UnixNano()
+	wasEarly = seen && e.asked > 0 && nanos-e.last < int64(e.asked)*int64(time.Millisecond)/2
 	if wasEarly {
 		e.early++
 	}
 	e.count++
-	e.last, e.asked = now.UnixNano(), int32(min(next.Milliseconds(), 1<<31-1))
-	s.keys[key] = e
+	e.last, e.asked = nanos, int32(min(next.Milliseconds(), 1<<31-1))
 	return int(e.count), int(e.early), wasEarly
+}
+
+// paceSlot is one key's pace in the current window: 32 bytes, two to a
+// cache line, so a slot never straddles two.
+type paceSlot struct {
+	key   uint64 // 0: the slot is free (a key hashed to 0 is kept as 1)
+	last  int64  // Unix nanoseconds of the key's previous event
+	asked int32  // milliseconds it was asked to wait after it
+	count int32  // events in the window
+	early int32  // of which came sooner than half the wait asked
+	_     int32
+}
+
+// paceTable is an open-addressing hash table of paceSlots with linear
+// probing, never more than three quarters full. It holds no pointers, so
+// the garbage collector never scans it, and clearing it for a new window
+// keeps its room.
+type paceTable struct {
+	slots []paceSlot
+	used  int
+}
+
+// entry returns the key's slot, claiming a free one if the key has none,
+// and whether the key was there.
+func (t *paceTable) entry(key uint64) (*paceSlot, bool) {
+	if key == 0 {
+		key = 1
+	}
+	if (t.used+1)*4 > len(t.slots)*3 {
+		t.grow()
+	}
+	mask := uint64(len(t.slots) - 1)
+	// The low bits chose the stripe; the high bits place the key.
+	for i := (key >> 32) & mask; ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		switch s.key {
+		case key:
+			return s, true
+		case 0:
+			s.key = key
+			t.used++
+			return s, false
+		}
+	}
+}
+
+// grow doubles the table (from 64 slots) and places every key again.
+func (t *paceTable) grow() {
+	old := t.slots
+	t.slots, t.used = make([]paceSlot, max(64, 2*len(old))), 0
+	for i := range old {
+		if old[i].key != 0 {
+			s, _ := t.entry(old[i].key)
+			*s = old[i]
+		}
+	}
+}
+
+// clear empties the table and keeps its room.
+func (t *paceTable) clear() {
+	clear(t.slots)
+	t.used = 0
 }

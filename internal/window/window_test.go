@@ -1,7 +1,9 @@
 package window
 
 import (
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -74,4 +76,70 @@ func TestPace(t *testing.T) {
 	if n, early, _ := p.Observe("sale", "bot", t0.Add(2*time.Minute), time.Second); n != 1 || early != 0 {
 		t.Fatalf("a new window: %d events, %d early", n, early)
 	}
+}
+
+// TestPaceManyKeys: every key of a crowd keeps its own count as the table
+// grows, and a new window starts every key again.
+func TestPaceManyKeys(t *testing.T) {
+	t0 := time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC)
+	p := NewPace(time.Minute)
+	const n = 50_000
+	for round := 1; round <= 2; round++ {
+		for i := range n {
+			if got, _, _ := p.Observe("sale", strconv.Itoa(i), t0, time.Second); got != round {
+				t.Fatalf("key %d, round %d: count %d", i, round, got)
+			}
+		}
+	}
+	if got, _, _ := p.Observe("sale", "7", t0.Add(time.Minute), time.Second); got != 1 {
+		t.Fatalf("a new window: count %d, want 1", got)
+	}
+}
+
+// TestPaceTableProbes: keys that start at the same slot each find their
+// own by probing past the others, and the table never fills.
+func TestPaceTableProbes(t *testing.T) {
+	var tab paceTable
+	const same = 7 << 32 // every key below starts its probe at one slot
+	for round := int32(1); round <= 3; round++ {
+		for x := range uint64(200) {
+			s, seen := tab.entry(same | x)
+			if seen != (round > 1) || s.count != round-1 {
+				t.Fatalf("key %d, round %d: seen %v, count %d", x, round, seen, s.count)
+			}
+			s.count++
+		}
+	}
+	if tab.used != 200 || tab.used*4 > len(tab.slots)*3 {
+		t.Fatalf("%d used of %d slots", tab.used, len(tab.slots))
+	}
+	tab.clear()
+	if _, seen := tab.entry(same | 3); seen || tab.used != 1 {
+		t.Fatalf("after clear: seen %v, %d used", seen, tab.used)
+	}
+}
+
+// BenchmarkPaceCrowd observes polls of a crowd of two million shoppers,
+// each key cold in memory as in a real sale's status traffic.
+func BenchmarkPaceCrowd(b *testing.B) {
+	const crowd = 2_000_000
+	users := make([]string, crowd)
+	for i := range users {
+		users[i] = "user-" + strconv.Itoa(i)
+	}
+	p := NewPace(time.Hour)
+	now := time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC)
+	for _, u := range users {
+		p.Observe("sale", u, now, time.Second)
+	}
+	var worker atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		// Each worker strides through the crowd from its own start.
+		i := int(worker.Add(1)) * 7919
+		for pb.Next() {
+			i = (i + 104729) % crowd
+			p.Observe("sale", users[i], now, time.Second)
+		}
+	})
 }

@@ -563,8 +563,8 @@ func (r *run) point(now time.Time, counter, pending, upTo int64, admitRate, dt f
 	p := Point{At: now.Sub(r.opensAt).Seconds(), UnitsLeft: counter, Pending: pending, AdmittedUpTo: upTo,
 		Admissions: admitRate, Answered: r.stats.done.Load()}
 	if dt > 0 {
-		p.Polls = float64(w.calls[routeStatus].Load()) / dt
-		p.Reserves = float64(w.calls[routeReserve].Load()) / dt
+		p.Polls = float64(w.lat[routeStatus].count()) / dt
+		p.Reserves = float64(w.lat[routeReserve].count()) / dt
 	}
 	p.StatusP99 = ms(w.lat[routeStatus].quantile(0.99))
 	p.ReserveP99 = ms(w.lat[routeReserve].quantile(0.99))

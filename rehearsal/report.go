@@ -109,7 +109,7 @@ func (r *run) report(ctx context.Context, figures func(context.Context) (storeFi
 	s.mu.Unlock()
 	rep.States = sortedCounts(s.stateCounts())
 	for rt := range nRoutes {
-		n := s.calls[rt].Load()
+		n := s.lat[rt].count()
 		if n == 0 {
 			continue
 		}

@@ -82,16 +82,20 @@ func (h *hist) quantile(q float64) time.Duration {
 	return upper(len(h.b) - 1)
 }
 
-// window is what happened in one interval of the timeline.
+// window is what happened in one interval of the timeline: the latencies
+// of the calls answered in it.
 type window struct {
-	calls [nRoutes]atomic.Int64
-	lat   [nRoutes]hist
+	lat [nRoutes]hist
 }
 
 // stats is everything the rehearsal counts while it runs. Safe for
 // concurrent use.
+//
+// Every answer costs one atomic add (its latency's bucket): the calls of a
+// route are its histogram's count, and a timeline window is the difference
+// of the histograms at its two ends, so the workers share as few cache
+// lines as they can.
 type stats struct {
-	calls    [nRoutes]atomic.Int64
 	rejected [nRoutes]atomic.Int64
 	lat      [nRoutes]hist
 	// records is the record calls made by requests of each route;
@@ -120,22 +124,18 @@ type stats struct {
 	stalePolls       atomic.Int64 // answered as if units remained well after the last went
 	firstSoldOutPoll atomic.Int64 // unix nanos of the first status answered sold_out
 
-	cur atomic.Pointer[window]
+	// seen is the histograms at the end of the last window (swap); guarded
+	// by mu.
+	seen [nRoutes][len(hist{}.b)]int64
 }
 
 func newStats() *stats {
-	s := &stats{codes: map[string]int64{}, states: map[string]int64{}}
-	s.cur.Store(&window{})
-	return s
+	return &stats{codes: map[string]int64{}, states: map[string]int64{}}
 }
 
 // record counts one answer of a route.
 func (s *stats) record(r route, d time.Duration, code string, records int) {
-	s.calls[r].Add(1)
 	s.lat[r].add(d)
-	w := s.cur.Load()
-	w.calls[r].Add(1)
-	w.lat[r].add(d)
 	if records > 0 {
 		s.records[r].Add(int64(records))
 	}
@@ -184,7 +184,19 @@ func (s *stats) stateCounts() map[string]int64 {
 }
 
 // swap starts a new timeline window and returns the one that ended.
-func (s *stats) swap() *window { return s.cur.Swap(&window{}) }
+func (s *stats) swap() *window {
+	w := &window{}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for r := range s.lat {
+		for i := range s.lat[r].b {
+			n := s.lat[r].b[i].Load()
+			w.lat[r].b[i].Store(n - s.seen[r][i])
+			s.seen[r][i] = n
+		}
+	}
+	return w
+}
 
 // Count is one figure of a table: a name and how many.
 type Count struct {

@@ -68,3 +68,30 @@ func TestTickets(t *testing.T) {
 		t.Fatal("the empty ticket")
 	}
 }
+
+// TestStatsWindows: a timeline window holds the answers since the last
+// one, and the route's totals hold them all.
+func TestStatsWindows(t *testing.T) {
+	s := newStats()
+	for range 3 {
+		s.record(routeStatus, time.Millisecond, "", 0)
+	}
+	if w := s.swap(); w.lat[routeStatus].count() != 3 || w.lat[routeReserve].count() != 0 {
+		t.Fatalf("first window: %d status, %d reserve", w.lat[routeStatus].count(), w.lat[routeReserve].count())
+	}
+	s.record(routeStatus, 2*time.Second, "", 0)
+	s.record(routeReserve, time.Millisecond, "sold_out", 0)
+	w := s.swap()
+	if n := w.lat[routeStatus].count(); n != 1 {
+		t.Fatalf("second window: %d status, want 1", n)
+	}
+	if p := w.lat[routeStatus].quantile(0.5); p < 2*time.Second {
+		t.Fatalf("second window's status p50 %v: holds the first window's answers", p)
+	}
+	if n := s.lat[routeStatus].count(); n != 4 {
+		t.Fatalf("status in all: %d, want 4", n)
+	}
+	if w := s.swap(); w.lat[routeStatus].count() != 0 {
+		t.Fatal("an empty window has answers")
+	}
+}

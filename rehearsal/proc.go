@@ -421,19 +421,28 @@ func (d *procDriver) steps(ctx context.Context, batch []int32, now time.Time, wo
 	// In order of number, which is the order the shoppers arrived and
 	// were given their memory: the steps walk memory forwards.
 	slices.Sort(batch)
+	// Workers take the batch a few steps at a time from a shared cursor,
+	// not a fixed share each: a step that waits on the record (a confirm
+	// queues for SQLite's one writer) then holds up only its own few, and
+	// the others keep the cores busy.
 	nexts := make([][]next, workers)
-	var wg sync.WaitGroup
-	chunk := (len(batch) + workers - 1) / workers
+	var (
+		wg     sync.WaitGroup
+		cursor atomic.Int64
+	)
+	const take = 32
 	for w := range workers {
-		lo, hi := w*chunk, min((w+1)*chunk, len(batch))
-		if lo >= hi {
-			continue
-		}
 		work := func() {
-			out := make([]next, 0, hi-lo)
-			for _, i := range batch[lo:hi] {
-				if t := d.step(ctx, int(i), now); !t.IsZero() {
-					out = append(out, next{t, i})
+			out := make([]next, 0, len(batch)/workers+take)
+			for {
+				lo := int(cursor.Add(take)) - take
+				if lo >= len(batch) {
+					break
+				}
+				for _, i := range batch[lo:min(lo+take, len(batch))] {
+					if t := d.step(ctx, int(i), now); !t.IsZero() {
+						out = append(out, next{t, i})
+					}
 				}
 			}
 			nexts[w] = out

@@ -46,6 +46,12 @@ type SaleStore interface {
 
 	// SaleTotals returns the units of the sale's reservations by state.
 	SaleTotals(ctx context.Context, saleID string) (SaleTotals, error)
+
+	// PendingUnits returns SaleTotals' Pending alone, read from the
+	// pending reservations without visiting the others: the waiting room
+	// asks it every second of a sold-out sale, when the confirmed far
+	// outnumber the pending.
+	PendingUnits(ctx context.Context, saleID string) (int64, error)
 }
 
 // ReservationStore keeps holds in the record. Every state change is one

@@ -312,6 +312,20 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string, at time.Time) (
 	return epoch, holds, nil
 }
 
+// PendingUnits sums the units of the sale's pending reservations.
+func (s *Store) PendingUnits(ctx context.Context, saleID string) (_ int64, err error) {
+	defer func() { err = unavailable(err) }()
+	var units int64
+	err = s.pool.QueryRow(ctx, `
+		SELECT COALESCE(SUM(quantity), 0)
+		FROM reservations
+		WHERE sale_id = $1 AND state = 'pending'`, saleID).Scan(&units)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: pending units of sale %s: %w", saleID, err)
+	}
+	return units, nil
+}
+
 // SaleTotals sums the units of the sale's reservations by state. It counts
 // rows rather than keeping counters on the sale, which every hold would
 // otherwise have to update. A sale without reservations, or no sale at all,

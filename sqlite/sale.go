@@ -317,6 +317,20 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string, at time.Time) (
 // rows rather than keeping counters on the sale, which every hold would
 // otherwise have to update. A sale without reservations, or no sale at all,
 // has zero totals.
+// PendingUnits sums the units of the sale's pending reservations, from
+// the covering index's pending range alone.
+func (s *Store) PendingUnits(ctx context.Context, saleID string) (int64, error) {
+	var units int64
+	err := s.read.QueryRowContext(ctx, `
+		SELECT COALESCE(SUM(quantity), 0)
+		FROM reservations
+		WHERE sale_id = ?1 AND state = 'pending'`, saleID).Scan(&units)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: pending units of sale %s: %w", saleID, err)
+	}
+	return units, nil
+}
+
 func (s *Store) SaleTotals(ctx context.Context, saleID string) (flashsale.SaleTotals, error) {
 	var t flashsale.SaleTotals
 	rows, err := s.read.QueryContext(ctx, `

@@ -43,7 +43,7 @@ func testConcurrentSameUser(e *env) {
 	if won.Load() != 1 {
 		t.Errorf("%d of %d parallel holds of one shopper were recorded, want exactly 1", won.Load(), n)
 	}
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Pending: 1})
 }
@@ -112,7 +112,7 @@ func testConcurrentExpireDue(e *env) {
 	if len(rest) != 0 {
 		t.Errorf("ExpireDue after the sweepers = %d holds, want none", len(rest))
 	}
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Expired: holds})
 }
@@ -232,7 +232,7 @@ func testConcurrentRestockOnce(e *env) {
 			t.Errorf("hold %s was restocked %d times, want exactly once", r.ID, n)
 		}
 	}
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	if totals.Pending != 0 || totals.Expired+totals.Cancelled != holds {
 		t.Errorf("SaleTotals = %+v, want %d expired or cancelled", totals, holds)

@@ -110,7 +110,7 @@ func testCancelOrder(e *env) {
 		OrderID: ord.ID, Version: 3,
 	}
 	same(t, "the order's reservation", *res, wantRes)
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Cancelled: 2})
 

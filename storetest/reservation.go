@@ -62,7 +62,7 @@ func testReservationDuplicateLiveHold(e *env) {
 	e.confirm(again, t0.Add(2*time.Minute))
 	wantIs(t, "a hold beside a confirmed one", e.store.CreateReservation(e.ctx, newHold(s, "u-1")), flashsale.ErrDuplicate)
 
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Pending: 2, Confirmed: 1, Cancelled: 1})
 }
@@ -137,7 +137,7 @@ func testReservationStaleEpoch(e *env) {
 		wantIs(t, fmt.Sprintf("CreateReservation at epoch %d of 5", epoch), e.store.CreateReservation(e.ctx, r), flashsale.ErrStaleEpoch)
 	}
 	e.hold(s, "u-1")
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Pending: 1})
 }
@@ -180,7 +180,7 @@ func testConfirm(e *env) {
 	if len(orders) != 1 {
 		t.Errorf("Orders = %d orders after two confirms, want 1", len(orders))
 	}
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Confirmed: 2})
 
@@ -318,7 +318,7 @@ func testCancelRefused(e *env) {
 	_, _, err = e.store.CancelReservation(e.ctx, voided.ID, "u-4", t0.Add(time.Minute))
 	wantIs(t, "CancelReservation of a voided hold", err, flashsale.ErrNotFound)
 
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Confirmed: 1, Expired: 1, Voided: 1})
 }
@@ -409,7 +409,7 @@ func testExpireDueLimit(e *env) {
 			t.Errorf("ExpireDue call %d = %v, want %v", i+1, gotIDs, want)
 		}
 	}
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Expired: 5})
 }
@@ -462,7 +462,7 @@ func testVoid(e *env) {
 		t.Errorf("VoidReservation without RestockedAt succeeded")
 	}
 
-	totals, err := e.store.SaleTotals(e.ctx, s.ID)
+	totals, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", totals, flashsale.SaleTotals{Pending: 1, Voided: 2})
 }

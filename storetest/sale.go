@@ -397,11 +397,11 @@ func testSaleTotals(e *env) {
 	}
 	e.hold(e.sale(), "u-other-sale", qty(7))
 
-	got, err := e.store.SaleTotals(e.ctx, s.ID)
+	got, err := totalsOf(e, s.ID)
 	ok(t, "SaleTotals", err)
 	same(t, "SaleTotals", got, flashsale.SaleTotals{Pending: 3, Confirmed: 3, Expired: 5, Cancelled: 4, Voided: 6})
 
-	got, err = e.store.SaleTotals(e.ctx, "sale_missing")
+	got, err = totalsOf(e, "sale_missing")
 	ok(t, "SaleTotals(missing)", err)
 	same(t, "SaleTotals(missing)", got, flashsale.SaleTotals{})
 }

@@ -268,3 +268,21 @@ func ok(t *testing.T, what string, err error) {
 func testPing(e *env) {
 	ok(e.t, "Ping", e.store.Ping(e.ctx))
 }
+
+// totalsOf reads the sale's totals, and checks that PendingUnits agrees
+// with their Pending.
+func totalsOf(e *env, saleID string) (flashsale.SaleTotals, error) {
+	e.t.Helper()
+	totals, err := e.store.SaleTotals(e.ctx, saleID)
+	if err != nil {
+		return totals, err
+	}
+	pending, err := e.store.PendingUnits(e.ctx, saleID)
+	if err != nil {
+		return totals, err
+	}
+	if pending != totals.Pending {
+		e.t.Errorf("PendingUnits = %d, but SaleTotals' Pending is %d", pending, totals.Pending)
+	}
+	return totals, nil
+}

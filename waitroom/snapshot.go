@@ -129,7 +129,7 @@ type OriginSnapshots struct {
 	}
 	Gate  flashsale.GateAdmin
 	Store interface {
-		SaleTotals(ctx context.Context, saleID string) (flashsale.SaleTotals, error)
+		PendingUnits(ctx context.Context, saleID string) (int64, error)
 		Draw(ctx context.Context, saleID string) (*flashsale.Draw, error)
 	}
 	Queue Queue
@@ -275,7 +275,7 @@ func (o *OriginSnapshots) pending(ctx context.Context, saleID string, g flashsal
 	if ok && p.epoch == g.Epoch && p.won == g.Won && (p.units == 0 || now.Sub(p.at) < pendingTTL) {
 		return p.units, nil
 	}
-	totals, err := o.Store.SaleTotals(ctx, saleID)
+	units, err := o.Store.PendingUnits(ctx, saleID)
 	if err != nil {
 		return 0, err
 	}
@@ -283,9 +283,9 @@ func (o *OriginSnapshots) pending(ctx context.Context, saleID string, g flashsal
 	if o.pendings == nil {
 		o.pendings = map[string]pendingRead{}
 	}
-	o.pendings[saleID] = pendingRead{at: now, epoch: g.Epoch, won: g.Won, units: totals.Pending}
+	o.pendings[saleID] = pendingRead{at: now, epoch: g.Epoch, won: g.Won, units: units}
 	o.mu.Unlock()
-	return totals.Pending, nil
+	return units, nil
 }
 
 // measure tracks the admissions a second, smoothed, for wait estimates.

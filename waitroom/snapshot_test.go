@@ -25,9 +25,9 @@ type totalsStore struct {
 	reads   int
 }
 
-func (s *totalsStore) SaleTotals(context.Context, string) (flashsale.SaleTotals, error) {
+func (s *totalsStore) PendingUnits(context.Context, string) (int64, error) {
 	s.reads++
-	return flashsale.SaleTotals{Pending: s.pending}, nil
+	return s.pending, nil
 }
 
 func (s *totalsStore) Draw(context.Context, string) (*flashsale.Draw, error) {

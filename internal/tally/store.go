@@ -105,6 +105,11 @@ func (s *Store) SaleTotals(ctx context.Context, saleID string) (flashsale.SaleTo
 	return s.Store.SaleTotals(ctx, saleID)
 }
 
+func (s *Store) PendingUnits(ctx context.Context, saleID string) (int64, error) {
+	s.note(ctx)
+	return s.Store.PendingUnits(ctx, saleID)
+}
+
 func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation, also ...flashsale.Event) error {
 	s.note(ctx)
 	return s.Store.CreateReservation(ctx, r, also...)

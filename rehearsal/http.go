@@ -238,6 +238,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	opensAt := time.Now().UTC().Add(cfg.Arrival*3/10 + 3*time.Second).Truncate(time.Millisecond)
 	c := newHTTPClient(base, "", cfg.Concurrency, secret)
 	r := newRun(cfg, c, opensAt)
+	r.suspects = &suspectPolls{}
 	c.sku = r.sku
 	if err := adm.createSale(ctx, r.saleSpec()); err != nil {
 		return nil, fmt.Errorf("create the sale: %w", err)
@@ -274,6 +275,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	rep.StalePolls = r.suspects.stale(d.units)
 	rep.Mode = fmt.Sprintf("against %s over HTTP, in real time, %d requests in flight at most", base, cfg.Concurrency)
 	if after, ok := adm.scrape(ctx); ok && scraped {
 		recordCallsFromMetrics(rep, before, after)
@@ -290,6 +292,11 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 type httpDriver struct {
 	*run
 	adm *admin
+	// units are the spans of real time in which the sampler saw units, or
+	// saw that some came back (and may have been sold again before it
+	// looked): a poll answered with units within a second of one was
+	// right to be.
+	units []span
 
 	mu      sync.Mutex
 	pending map[int64][]int32 // shoppers due, by 10ms slot since the epoch
@@ -403,6 +410,7 @@ func (d *httpDriver) sampleLoop(ctx context.Context) {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	last, lastUpTo, lastBack := time.Now(), int64(0), int64(0)
+	lastSeen := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -412,6 +420,15 @@ func (d *httpDriver) sampleLoop(ctx context.Context) {
 			if err != nil || v.Counter == nil {
 				continue
 			}
+			// The view was read somewhere between the tick and now; under
+			// load that can be long after the tick.
+			seen := time.Now()
+			if back := v.Expired + v.Cancelled + v.Voided; back > lastBack || *v.Counter > 0 {
+				d.mu.Lock()
+				d.units = append(d.units, span{lastSeen, seen})
+				d.mu.Unlock()
+			}
+			lastSeen = seen
 			d.unitsLeft.Store(*v.Counter)
 			// Units that came back since the last sample may have been
 			// sold again before this one: the counter was above zero in
@@ -561,4 +578,44 @@ func recordCallsFromMetrics(rep *Report, before, after map[string]float64) {
 			}
 		}
 	}
+}
+
+// span is an interval of real time.
+type span struct{ from, to time.Time }
+
+// suspectPolls are the polls answered as if units remained although the
+// sampler had seen none for more than a second: each is stale unless units
+// were seen, or came back, within a second before it was asked or while it
+// was answered. Sampling alone would call a unit that came back and went
+// between two samples a stale answer. Safe for concurrent use.
+type suspectPolls struct {
+	mu    sync.Mutex
+	polls []span // asked, answered
+}
+
+func (s *suspectPolls) add(asked, answered time.Time) {
+	s.mu.Lock()
+	s.polls = append(s.polls, span{asked, answered})
+	s.mu.Unlock()
+}
+
+// stale counts the suspect polls no span of units explains.
+func (s *suspectPolls) stale(units []span) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, p := range s.polls {
+		from := p.from.Add(-time.Second)
+		explained := false
+		for _, u := range units {
+			if u.to.After(from) && u.from.Before(p.to) {
+				explained = true
+				break
+			}
+		}
+		if !explained {
+			n++
+		}
+	}
+	return n
 }

@@ -252,7 +252,12 @@ type run struct {
 	// been seen at zero (0: units left), kept by the sampler.
 	zeroSince atomic.Int64
 	lastUnit  atomic.Int64 // unix nanos the counter was first seen at zero
-	seed      uint64
+	// suspects, when set (over HTTP, where the counter is only sampled),
+	// collects the polls that look stale for a check after the run;
+	// otherwise (in process, where zeroSince is exact) they are counted as
+	// stale at once.
+	suspects *suspectPolls
+	seed     uint64
 }
 
 func newRun(cfg Config, c client, opensAt time.Time) *run {
@@ -498,7 +503,11 @@ func (r *run) poll(ctx context.Context, i int, sh *shopper, now time.Time) time.
 		r.stats.firstSoldOutPoll.CompareAndSwap(0, now.UnixNano())
 	case "waiting", "admitted", "challenge":
 		if zs := r.zeroSince.Load(); zs != 0 && now.UnixNano()-zs > int64(time.Second+sampleEvery) {
-			r.stats.stalePolls.Add(1)
+			if r.suspects != nil {
+				r.suspects.add(now, time.Now())
+			} else {
+				r.stats.stalePolls.Add(1)
+			}
 		}
 	}
 	switch rep.state {

@@ -95,3 +95,20 @@ func TestStatsWindows(t *testing.T) {
 		t.Fatal("an empty window has answers")
 	}
 }
+
+// TestSuspectPolls: a poll answered with units long after the sampler saw
+// the last is stale only if no units were seen, or came back, within the
+// second before it was asked or while it was answered.
+func TestSuspectPolls(t *testing.T) {
+	t0 := time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	units := []span{{at(0), at(100)}, {at(5000), at(5100)}} // a unit came back at 5 s
+	var s suspectPolls
+	s.add(at(3000), at(3050)) // nothing since 100 ms: stale
+	s.add(at(5900), at(5950)) // within a second of the unit back at 5.1 s
+	s.add(at(4950), at(5010)) // answered while the unit was back
+	s.add(at(6200), at(6300)) // over a second after it: stale
+	if n := s.stale(units); n != 2 {
+		t.Fatalf("%d stale polls, want 2", n)
+	}
+}

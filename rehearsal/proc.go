@@ -235,6 +235,8 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	d := &procDriver{run: r, e: e, clock: clock, sale: sale}
+	// Before the progress line first reads it.
+	d.admitRate.Store(0.0)
 	wallStart := time.Now()
 	stopProgress := r.progress(func() int64 { return d.unitsLeft.Load() }, func() float64 { return d.admitRate.Load().(float64) })
 	err = d.drive(ctx, start)
@@ -344,7 +346,6 @@ func (d *procDriver) drive(ctx context.Context, start time.Time) error {
 	for i := range d.shoppers {
 		d.wheel.add(d.arrival(i), int32(i))
 	}
-	d.admitRate.Store(0.0)
 	d.unitsLeft.Store(int64(d.cfg.Units))
 	lastArrival := d.opensAt.Add(d.cfg.Arrival * 7 / 10)
 	profiled := false

@@ -104,6 +104,13 @@ type Store struct {
 	// stmts holds the write transactions' prepared statements, by query.
 	stmts    sync.Map
 	prepared atomic.Int32
+
+	// group guards the transactions queued for the next commit (see tx)
+	// and whether one of their callers is committing.
+	group   sync.Mutex
+	queue   []*txJob
+	leading bool
+	grouped atomic.Int64 // transactions that shared a commit, for tests
 }
 
 var _ flashsale.Store = (*Store)(nil)
@@ -203,18 +210,145 @@ func (s *Store) Close() error {
 
 // tx runs fn in a BEGIN IMMEDIATE transaction on the writer and commits it
 // if fn returns nil. fn must not use s.write (the one connection is fn's).
+//
+// Transactions are committed in groups: while one commits, the ones that
+// arrive queue, and the next commit takes up to maxGroup of them in one
+// transaction, each inside its own savepoint, so that a failed one is
+// undone alone and the others commit together. A commit writes every page
+// the transaction touched, and a sale's reservations touch the same few
+// (the table's last leaf and its indexes'): a group writes them once for
+// all. A transaction that finds none in flight commits at once, alone, as
+// before; nothing waits for a group to fill.
+//
+// fn's result is final: every caller waits for its group's commit, and a
+// transaction whose context ended before its turn does not run.
 func (s *Store) tx(ctx context.Context, fn func(*wtx) error) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
+	if err := ctx.Err(); err != nil {
 		return err
+	}
+	j := &txJob{ctx: ctx, fn: fn, done: make(chan txResult, 1)}
+	s.group.Lock()
+	s.queue = append(s.queue, j)
+	lead := !s.leading
+	s.leading = true
+	s.group.Unlock()
+	for {
+		if lead {
+			s.lead()
+		}
+		r := <-j.done
+		if !r.lead {
+			return r.err
+		}
+		lead = true
+	}
+}
+
+// maxGroup bounds the transactions of one commit.
+const maxGroup = 64
+
+// txJob is one transaction waiting for its group.
+type txJob struct {
+	ctx  context.Context
+	fn   func(*wtx) error
+	done chan txResult // buffered: one result, or the lead
+}
+
+// txResult is a transaction's outcome, or (lead) the turn to commit the
+// next group, which holds this transaction.
+type txResult struct {
+	err  error
+	lead bool
+}
+
+// lead commits the next group of the queue, then hands the lead to the
+// first transaction still queued, so that no caller commits for others
+// without end.
+func (s *Store) lead() {
+	s.group.Lock()
+	n := min(len(s.queue), maxGroup)
+	batch := s.queue[:n:n]
+	s.queue = s.queue[n:]
+	s.group.Unlock()
+
+	errs := s.commitGroup(batch)
+
+	s.group.Lock()
+	if len(s.queue) == 0 {
+		s.leading = false
+		s.queue = nil
+	} else {
+		s.queue[0].done <- txResult{lead: true}
+	}
+	s.group.Unlock()
+	for i, j := range batch {
+		j.done <- txResult{err: errs[i]}
+	}
+}
+
+// endSavepoint ends a grouped transaction's savepoint, undoing what it did
+// first if it failed.
+func (s *Store) endSavepoint(tx *sql.Tx, undo bool) error {
+	if undo {
+		if _, err := tx.Exec("ROLLBACK TO grouped"); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec("RELEASE grouped")
+	return err
+}
+
+// commitGroup runs the group's transactions in one and commits it; it
+// returns each one's error. A transaction alone runs without a savepoint.
+func (s *Store) commitGroup(batch []*txJob) []error {
+	errs := make([]error, len(batch))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	// The group outlives any one caller: each fn's statements carry its
+	// own context.
+	tx, err := s.write.BeginTx(context.Background(), nil)
+	if err != nil {
+		return fail(err)
 	}
 	w := &wtx{Tx: tx, s: s}
 	defer func() { s.prepare(w.missed) }()
-	if err := fn(w); err != nil {
-		_ = tx.Rollback()
-		return err
+	alone := len(batch) == 1
+	for i, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if alone {
+			errs[i] = j.fn(w)
+			continue
+		}
+		if _, err := tx.Exec("SAVEPOINT grouped"); err != nil {
+			_ = tx.Rollback()
+			return fail(err)
+		}
+		errs[i] = j.fn(w)
+		if err := s.endSavepoint(tx, errs[i] != nil); err != nil {
+			// The transaction itself failed (an I/O error, an
+			// interrupt): nothing of the group stands.
+			_ = tx.Rollback()
+			return fail(err)
+		}
+		s.grouped.Add(1)
 	}
-	return tx.Commit()
+	if alone && errs[0] != nil {
+		_ = tx.Rollback()
+		return errs
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
+	}
+	return errs
 }
 
 // wtx is a write transaction whose statements are prepared once and

@@ -4,9 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -403,5 +406,132 @@ func TestStatementsPreparedOnce(t *testing.T) {
 	}
 	if n, missed := count(); n != 0 || missed != 0 {
 		t.Fatalf("second run: %d rows, %d statements unprepared; want 0 and 0", n, missed)
+	}
+}
+
+// TestGroupCommit: transactions that queue behind a commit share the next
+// one, and one that fails (a second live hold of a shopper) is undone
+// alone while the rest of its group commits.
+func TestGroupCommit(t *testing.T) {
+	ctx := t.Context()
+	s := openTemp(t)
+	defer s.Close()
+	t0 := time.Date(2030, 3, 1, 10, 0, 0, 0, time.UTC)
+	sale := &flashsale.Sale{ID: "sale_group", SKU: "group", Name: "Group", InitialStock: 100, OpensAt: t0,
+		HoldSeconds: 600, PerUserLimit: 1, Fairness: flashsale.FairnessFIFO, Shards: 1, State: flashsale.SaleOpen,
+		Epoch: 1, Version: 1, CreatedAt: t0, UpdatedAt: t0}
+	if err := s.CreateSale(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	hold := func(id, user string) *flashsale.Reservation {
+		return &flashsale.Reservation{ID: id, SaleID: sale.ID, UserID: user, Quantity: 1, Epoch: 1,
+			CreatedAt: t0, ExpiresAt: t0.Add(10 * time.Minute)}
+	}
+
+	// A transaction holds the writer while the others queue behind it.
+	started, release := make(chan struct{}), make(chan struct{})
+	blocker := make(chan error, 1)
+	go func() {
+		blocker <- s.tx(ctx, func(*wtx) error { close(started); <-release; return nil })
+	}()
+	<-started
+	const n = 20
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := fmt.Sprintf("u%d", i)
+			if i == n {
+				user = "u0" // a second live hold of u0: refused
+			}
+			errs[i] = s.CreateReservation(ctx, hold(fmt.Sprintf("res_%d", i), user))
+		}()
+	}
+	// And one that writes, then fails: its write must not stand.
+	wg.Add(1)
+	var failedAfterWriting error
+	go func() {
+		defer wg.Done()
+		failedAfterWriting = s.tx(ctx, func(w *wtx) error {
+			if _, err := w.ExecContext(ctx, `UPDATE sale_events SET name = 'renamed' WHERE sale_id = ?1`, sale.ID); err != nil {
+				return err
+			}
+			return errors.New("fails after writing")
+		})
+	}()
+	for queued := 0; queued < n+2; {
+		s.group.Lock()
+		queued = len(s.queue)
+		s.group.Unlock()
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	if err := <-blocker; err != nil {
+		t.Fatal(err)
+	}
+
+	if failedAfterWriting == nil || failedAfterWriting.Error() != "fails after writing" {
+		t.Fatalf("the failing transaction: %v", failedAfterWriting)
+	}
+	if got, err := s.Sale(ctx, sale.ID); err != nil || got.Name != "Group" {
+		t.Fatalf("a failed transaction's write stood in its group: %v", err)
+	}
+	refused := 0
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, flashsale.ErrDuplicate):
+			refused++
+		case err != nil:
+			t.Errorf("hold %d: %v", i, err)
+		}
+	}
+	if refused != 1 {
+		t.Fatalf("%d holds refused, want exactly one of u0's two", refused)
+	}
+	if got := s.grouped.Load(); got < 2 {
+		t.Fatalf("%d transactions shared a commit, want the queued ones grouped", got)
+	}
+	totals, err := s.SaleTotals(ctx, sale.ID)
+	if err != nil || totals.Pending != n {
+		t.Fatalf("pending %d, %v; want %d committed", totals.Pending, err, n)
+	}
+}
+
+// TestGroupCommitSkipsEndedContexts: a transaction whose caller gave up
+// while it queued does not run, and its group commits without it.
+func TestGroupCommitSkipsEndedContexts(t *testing.T) {
+	s := openTemp(t)
+	defer s.Close()
+	started, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_ = s.tx(t.Context(), func(*wtx) error { close(started); <-release; return nil })
+	}()
+	<-started
+	gone, cancel := context.WithCancel(t.Context())
+	ran := make(chan bool, 2)
+	done := make(chan error, 2)
+	go func() { done <- s.tx(gone, func(*wtx) error { ran <- true; return nil }) }()
+	go func() { done <- s.tx(t.Context(), func(*wtx) error { ran <- false; return nil }) }()
+	for queued := 0; queued < 2; {
+		s.group.Lock()
+		queued = len(s.queue)
+		s.group.Unlock()
+		runtime.Gosched()
+	}
+	cancel()
+	close(release)
+	var failed int
+	for range 2 {
+		if err := <-done; errors.Is(err, context.Canceled) {
+			failed++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if failed != 1 || len(ran) != 1 || <-ran {
+		t.Fatalf("%d failed; the ended transaction ran or the other did not", failed)
 	}
 }

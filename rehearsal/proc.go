@@ -309,31 +309,65 @@ type procDriver struct {
 	lastAt    time.Time
 }
 
-// wheel holds the shoppers due in each slice of virtual time.
+// wheel holds the shoppers due in each slice of virtual time. Each worker
+// files the shoppers it stepped in a wheel of its own, so that the workers
+// file at once, without a lock, and not one after the other once they are
+// done; a slot's shoppers are those of every worker's wheel.
 type wheel struct {
-	start   time.Time
-	buckets [][]int32
-	cursor  int
+	start  time.Time
+	shards [][][]int32 // [worker][slot]
+	cursor int
 }
+
+func newWheel(start time.Time, slots, workers int) wheel {
+	w := wheel{start: start, shards: make([][][]int32, workers)}
+	for i := range w.shards {
+		w.shards[i] = make([][]int32, slots)
+	}
+	return w
+}
+
+func (w *wheel) slots() int { return len(w.shards[0]) }
 
 func (w *wheel) slot(t time.Time) int {
 	return max(int(t.Sub(w.start)/slice), w.cursor)
 }
 
-func (w *wheel) add(t time.Time, i int32) bool {
+// add files shopper i under its step at t in worker shard's wheel; false
+// when t is past the wheel's end.
+func (w *wheel) add(shard int, t time.Time, i int32) bool {
 	s := w.slot(t)
-	if s >= len(w.buckets) {
+	if s >= w.slots() {
 		return false
 	}
-	w.buckets[s] = append(w.buckets[s], i)
+	w.shards[shard][s] = append(w.shards[shard][s], i)
 	return true
+}
+
+// due reports whether slot s has shoppers.
+func (w *wheel) due(s int) bool {
+	for _, sh := range w.shards {
+		if len(sh[s]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// take appends slot s's shoppers to batch and empties the slot.
+func (w *wheel) take(s int, batch []int32) []int32 {
+	for _, sh := range w.shards {
+		batch = append(batch, sh[s]...)
+		sh[s] = nil
+	}
+	return batch
 }
 
 // next returns the first slot at or after the cursor with shoppers due,
 // or -1.
 func (w *wheel) next() int {
-	for s := w.cursor; s < len(w.buckets); s++ {
-		if len(w.buckets[s]) > 0 {
+	for s := w.cursor; s < w.slots(); s++ {
+		if w.due(s) {
 			return s
 		}
 	}
@@ -342,16 +376,16 @@ func (w *wheel) next() int {
 
 func (d *procDriver) drive(ctx context.Context, start time.Time) error {
 	horizon := d.closesAt.Add(time.Minute)
-	d.wheel = wheel{start: start, buckets: make([][]int32, int(horizon.Sub(start)/slice)+1)}
+	workers := d.cfg.Workers
+	d.wheel = newWheel(start, int(horizon.Sub(start)/slice)+1, workers)
 	for i := range d.shoppers {
-		d.wheel.add(d.arrival(i), int32(i))
+		d.wheel.add(0, d.arrival(i), int32(i))
 	}
 	d.unitsLeft.Store(int64(d.cfg.Units))
 	lastArrival := d.opensAt.Add(d.cfg.Arrival * 7 / 10)
 	profiled := false
 	nextPace, nextSweep, nextSample := start, start, start
 	d.lastAt = start
-	workers := d.cfg.Workers
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -393,17 +427,15 @@ func (d *procDriver) drive(ctx context.Context, start time.Time) error {
 		// slots' (up to gatherFor of sale time, and never past a
 		// background round): enough steps at once to keep every core
 		// busy between two waits for the slowest.
-		batch := d.wheel.buckets[s]
-		d.wheel.buckets[s] = nil
-		for last := s; len(batch) < gatherMin && last+1 < len(d.wheel.buckets); {
+		batch := d.wheel.take(s, nil)
+		for last := s; len(batch) < gatherMin && last+1 < d.wheel.slots(); {
 			at := d.wheel.start.Add(time.Duration(last+1) * slice)
 			if at.Sub(due) >= gatherFor || !at.Before(bg) {
 				break
 			}
 			last++
-			if b := d.wheel.buckets[last]; len(b) > 0 {
-				batch = append(batch, b...)
-				d.wheel.buckets[last] = nil
+			if d.wheel.due(last) {
+				batch = d.wheel.take(last, batch)
 				due, s = at, last
 			}
 		}
@@ -425,8 +457,8 @@ func (d *procDriver) steps(ctx context.Context, batch []int32, now time.Time, wo
 	// Workers take the batch a few steps at a time from a shared cursor,
 	// not a fixed share each: a step that waits on the record (a confirm
 	// queues for SQLite's one writer) then holds up only its own few, and
-	// the others keep the cores busy.
-	nexts := make([][]next, workers)
+	// the others keep the cores busy. Each files its shoppers' next steps
+	// in its own wheel.
 	var (
 		wg     sync.WaitGroup
 		cursor atomic.Int64
@@ -434,19 +466,25 @@ func (d *procDriver) steps(ctx context.Context, batch []int32, now time.Time, wo
 	const take = 32
 	for w := range workers {
 		work := func() {
-			out := make([]next, 0, len(batch)/workers+take)
 			for {
 				lo := int(cursor.Add(take)) - take
 				if lo >= len(batch) {
 					break
 				}
 				for _, i := range batch[lo:min(lo+take, len(batch))] {
-					if t := d.step(ctx, int(i), now); !t.IsZero() {
-						out = append(out, next{t, i})
+					t := d.step(ctx, int(i), now)
+					if t.IsZero() {
+						continue
+					}
+					if !t.After(now) {
+						t = now.Add(slice)
+					}
+					if !d.wheel.add(w, t, i) {
+						// Past the end of the rehearsal: still waiting when it ends.
+						d.finish(&d.shoppers[i])
 					}
 				}
 			}
-			nexts[w] = out
 		}
 		if workers == 1 {
 			work()
@@ -456,22 +494,6 @@ func (d *procDriver) steps(ctx context.Context, batch []int32, now time.Time, wo
 		go func() { defer wg.Done(); work() }()
 	}
 	wg.Wait()
-	for _, out := range nexts {
-		for _, n := range out {
-			if !n.at.After(now) {
-				n.at = now.Add(slice)
-			}
-			if !d.wheel.add(n.at, n.i) {
-				// Past the end of the rehearsal: still waiting when it ends.
-				d.finish(&d.shoppers[n.i])
-			}
-		}
-	}
-}
-
-type next struct {
-	at time.Time
-	i  int32
 }
 
 // paceRound runs the rounds that decide admissions: the warmer (loads the

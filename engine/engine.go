@@ -317,8 +317,16 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		Limiter: e.limiter, Suspect: e.suspect,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
 		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})
+	placeCache := 0 // the room's default
+	if _, local := e.Queue.(*memory.Queue); local {
+		// The queue is this process's memory already: a cache of its
+		// places would be a second copy, missed by every shopper's first
+		// ticket and costing two lookups more.
+		placeCache = -1
+	}
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
-		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
+		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue),
+		PlaceCache: placeCache})
 	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Background, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
 	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Background, Sales: e.Catalog,

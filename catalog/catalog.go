@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -33,6 +34,10 @@ type Catalog struct {
 	mu    sync.Mutex
 	bySKU sync.Map // SKU → entry
 	group singleflight.Group
+	// gen counts the changes to bySKU (written under mu), so that a cache
+	// built on top of this one can tell, with one atomic read instead of a
+	// lookup, that nothing it used has changed.
+	gen atomic.Uint64
 }
 
 type entry struct {
@@ -118,8 +123,16 @@ func (c *Catalog) Put(s *flashsale.Sale) {
 func (c *Catalog) Forget(sku string) {
 	c.mu.Lock()
 	c.bySKU.Delete(sku)
+	c.gen.Add(1)
 	c.mu.Unlock()
 }
+
+// Generation returns a number that changes whenever any cached sale is
+// replaced, refilled or forgotten. A sale read by BySKU after Generation
+// returned g is the cached one as long as Generation still returns g (and
+// the entry is within its TTL, which BySKU checks and a caller reusing
+// what it read must bound itself).
+func (c *Catalog) Generation() uint64 { return c.gen.Load() }
 
 func (c *Catalog) put(sku string, e entry) {
 	c.mu.Lock()
@@ -130,6 +143,7 @@ func (c *Catalog) put(sku string, e entry) {
 		}
 	}
 	c.bySKU.Store(sku, e)
+	c.gen.Add(1)
 	c.mu.Unlock()
 }
 

@@ -49,6 +49,10 @@ type Snapshot struct {
 	// places are kept, but never admitted.
 	Suspects map[string]string `json:"suspects,omitempty"`
 	At       time.Time         `json:"at"`
+
+	// catalogGen is the catalog's generation its sale was read at (see
+	// OriginSnapshots.Snapshot); zero when the catalog keeps none.
+	catalogGen uint64
 }
 
 // SaleInfo is the part of a sale the waiting room publishes and decides
@@ -168,6 +172,19 @@ func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, 
 	if ttl <= 0 {
 		ttl = 100 * time.Millisecond
 	}
+	// Every poll asks: the last snapshot answers while it is fresh and,
+	// where the catalog can say so with one read, nothing in the catalog
+	// has changed since it was built.
+	gens, hasGen := o.Catalog.(generations)
+	var gen uint64
+	if hasGen {
+		gen = gens.Generation()
+		if cached, ok := o.cache.Load(sku); ok {
+			if snap := cached.(*Snapshot); snap.catalogGen == gen && o.now().Sub(snap.At) < ttl {
+				return snap, nil
+			}
+		}
+	}
 	sale, err := o.Catalog.BySKU(ctx, sku)
 	if err != nil {
 		return nil, err
@@ -182,7 +199,9 @@ func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, 
 	}
 	// A snapshot serves every poll: its reads are the background's, not
 	// the poll's that found the last one old.
-	v, err, _ := o.flight.Do(sku, func() (any, error) { return o.build(tally.Detach(context.WithoutCancel(ctx)), sale) })
+	v, err, _ := o.flight.Do(sku, func() (any, error) {
+		return o.build(tally.Detach(context.WithoutCancel(ctx)), sale, gen)
+	})
 	if err != nil {
 		if ok && snap.Sale.ID == sale.ID {
 			// Serve the last figures rather than an error page: an error is
@@ -203,13 +222,19 @@ func sameSale(info SaleInfo, s *flashsale.Sale) bool {
 		info.ClosesAt.Equal(s.ClosesAt) && info.InitialStock == s.InitialStock
 }
 
-func (o *OriginSnapshots) build(ctx context.Context, sale *flashsale.Sale) (*Snapshot, error) {
+// generations is a catalog that says when its sales may have changed
+// (catalog.Catalog).
+type generations interface{ Generation() uint64 }
+
+// build makes the sale's snapshot; gen is the catalog's generation read
+// before the sale was.
+func (o *OriginSnapshots) build(ctx context.Context, sale *flashsale.Sale, gen uint64) (*Snapshot, error) {
 	now := o.now()
 	g, err := o.Gate.Snapshot(ctx, sale.ID)
 	if err != nil {
 		return nil, err
 	}
-	snap := &Snapshot{Sale: InfoOf(sale), Loaded: g.Loaded, Counter: g.Counter, Epoch: g.Epoch, At: now}
+	snap := &Snapshot{Sale: InfoOf(sale), Loaded: g.Loaded, Counter: g.Counter, Epoch: g.Epoch, At: now, catalogGen: gen}
 	if !g.Loaded {
 		snap.Epoch = sale.Epoch
 	}

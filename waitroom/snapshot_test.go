@@ -51,7 +51,7 @@ func TestSnapshotReadsPendingSparingly(t *testing.T) {
 	o := &OriginSnapshots{Catalog: oneSale{sale}, Gate: gate, Store: store, Queue: memory.NewQueue(), Now: clock.Now}
 	build := func() *Snapshot {
 		t.Helper()
-		snap, err := o.build(ctx, sale)
+		snap, err := o.build(ctx, sale, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,5 +78,64 @@ func TestSnapshotReadsPendingSparingly(t *testing.T) {
 	gate.snap.Won, store.pending = 11, 1
 	if snap := build(); snap.Pending != 1 || store.reads != 3 {
 		t.Fatalf("after a new win: pending %d, %d reads", snap.Pending, store.reads)
+	}
+}
+
+// genCatalog is a catalog that counts its reads and says when it changed.
+type genCatalog struct {
+	s     *flashsale.Sale
+	gen   uint64
+	reads int
+}
+
+func (c *genCatalog) BySKU(context.Context, string) (*flashsale.Sale, error) {
+	c.reads++
+	return c.s, nil
+}
+
+func (c *genCatalog) Generation() uint64 { return c.gen }
+
+// A fresh snapshot answers a poll without a catalog read while the
+// catalog's generation holds; a change there (a pause made here) is seen
+// by the very next poll, not a TTL later.
+func TestSnapshotSkipsUnchangedCatalog(t *testing.T) {
+	ctx := context.Background()
+	clock := testenv.NewClock(opens)
+	sale := &flashsale.Sale{ID: "sale_g", SKU: "g", OpensAt: opens, State: flashsale.SaleOpen, Epoch: 1}
+	cat := &genCatalog{s: sale, gen: 7}
+	gate := &snapGate{snap: flashsale.GateSnapshot{Loaded: true, Counter: 5, Epoch: 1}}
+	o := &OriginSnapshots{Catalog: cat, Gate: gate, Store: &totalsStore{}, Queue: memory.NewQueue(), Now: clock.Now}
+	first, err := o.Snapshot(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if snap, err := o.Snapshot(ctx, "g"); err != nil || snap != first {
+			t.Fatalf("poll got a new snapshot (%v) with nothing changed", err)
+		}
+	}
+	if cat.reads != 1 {
+		t.Fatalf("%d catalog reads for six polls of an unchanged catalog, want 1", cat.reads)
+	}
+
+	paused := *sale
+	paused.State = flashsale.SalePaused
+	cat.s, cat.gen = &paused, 8
+	snap, err := o.Snapshot(ctx, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Sale.State != flashsale.SalePaused {
+		t.Fatalf("poll after a pause sees state %v", snap.Sale.State)
+	}
+
+	// Past the TTL a snapshot is rebuilt, generation or not.
+	clock.Advance(time.Second)
+	reads := cat.reads
+	if _, err := o.Snapshot(ctx, "g"); err != nil {
+		t.Fatal(err)
+	}
+	if cat.reads != reads+1 {
+		t.Fatalf("a stale snapshot was served without reading the catalog")
 	}
 }

@@ -95,7 +95,7 @@ local function bulk(cmd, key, k)
   return got
 end
 local idem = bulk('HMGET', KEYS[6], 7)
-local spent = bulk('ZMSCORE', KEYS[7], 4)
+local spent = bulk('HMGET', KEYS[7], 4)
 -- A counter that disagrees with the gate's own bookkeeping was written
 -- behind the gate: sell nothing on it until a rebuild. Wins within the
 -- batch keep the sum, so one look serves every reserve.
@@ -165,32 +165,22 @@ if #wins == 0 then return out end
 left = redis.call('DECRBY', KEYS[1], taken)
 local h, u, c, k, s = {}, {}, {}, {}, {}
 local res, at, deltas = {}, {}, {}
-local oldest, oldestArg
 for j, b in ipairs(wins) do
   local id, hold = A[b], A[b + 8]
   h[2 * j - 1], h[2 * j] = id, hold
   u[2 * j - 1], u[2 * j] = A[b + 1], id
   k[2 * j - 1], k[2 * j] = A[b + 7], hold
   if A[b + 3] ~= '' then c[#c + 1] = A[b + 3]; c[#c + 1] = id end
-  if A[b + 4] ~= '' then
-    s[#s + 1] = A[b + 5]; s[#s + 1] = A[b + 4]
-    if A[b + 9] ~= oldestArg then
-      local now = tonumber(A[b + 9])
-      if not oldest or now < oldest then oldest, oldestArg = now, A[b + 9] end
-    end
-  end
+  if A[b + 4] ~= '' then s[#s + 1] = A[b + 4]; s[#s + 1] = A[b + 5] end
   res[j], at[j], deltas[j] = id, A[b + 9], '-' .. A[b + 2]
 end
 redis.call('HSET', KEYS[3], unpack(h))
 redis.call('HSET', KEYS[4], unpack(u))
 if #c > 0 then redis.call('HSET', KEYS[5], unpack(c)) end
 redis.call('HSET', KEYS[6], unpack(k))
-if #s > 0 then
-  -- Forget spends that lapsed (for every reserve of the batch), so the
-  -- set stays the size of the live ones.
-  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', oldestArg)
-  redis.call('ZADD', KEYS[7], unpack(s))
-end
+-- The spent admissions were read above whenever one is written here, so
+-- a key of another type fails the script before its first write.
+if #s > 0 then redis.call('HSET', KEYS[7], unpack(s)) end
 redis.call('HINCRBY', KEYS[2], 'won', taken)
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', #wins) - #wins + 1
 -- By the audited delta, not to the counter: an unaudited write before
@@ -237,7 +227,8 @@ if epoch ~= ARGV[8] then
   if not meta[8] or a < tonumber(meta[8]) or a > tonumber(epoch) then return {6, left, epoch} end
 end
 if ARGV[6] ~= '' then
-  local exp = redis.call('ZSCORE', KEYS[7], ARGV[6])
+  -- Read before any write: a key of another type fails the script here.
+  local exp = redis.call('HGET', KEYS[7], ARGV[6])
   if exp and tonumber(exp) > tonumber(ARGV[11]) then return {7, left, epoch} end
 end
 local q = 1
@@ -251,10 +242,7 @@ redis.call('HSET', KEYS[3], ARGV[2], ARGV[10])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[2])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[5], ARGV[5], ARGV[2]) end
 redis.call('HSET', KEYS[6], ARGV[9], ARGV[10])
-if ARGV[6] ~= '' then
-  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ARGV[11])
-  redis.call('ZADD', KEYS[7], ARGV[7], ARGV[6])
-end
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[7], ARGV[6], ARGV[7]) end
 redis.call('HINCRBY', KEYS[2], 'won', q)
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
 redis.call('HINCRBY', KEYS[2], 'audited', -q)
@@ -279,6 +267,10 @@ return {1, left, epoch}
 const giveBackLua = `
 local m = redis.call('HMGET', KEYS[2], 'loaded', 'node')
 if not redis.call('GET', KEYS[1]) or m[1] ~= '1' or (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -1 end
+-- Touch the spent admissions before any write, so that a key of another
+-- type (a sale written by an older version) fails the script while it
+-- has changed nothing.
+if ARGV[7] ~= '' then redis.call('HEXISTS', KEYS[8], ARGV[7]) end
 local moved = 0
 local enc = redis.call('HGET', KEYS[3], ARGV[1])
 if enc then
@@ -312,7 +304,7 @@ if ARGV[6] ~= '' then
     known = true
   end
 end
-if known and ARGV[7] ~= '' then redis.call('ZREM', KEYS[8], ARGV[7]) end
+if known and ARGV[7] ~= '' then redis.call('HDEL', KEYS[8], ARGV[7]) end
 return moved
 `
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale"
@@ -21,6 +22,12 @@ import (
 // script of one reserve (reserveOneLua), as before, so a quiet sale pays
 // nothing; only a crowd, which would otherwise queue inside Redis behind
 // one script call per shopper, shares the calls.
+//
+// Once a reply shows the counter at zero, the sale's next batches go with
+// reserveSoldOutLua, which reads four arguments a reserve instead of ten
+// and writes nothing; it checks the counter itself and, finding units
+// back, hands the batch to reserveBatchLua, so the shortcut never refuses
+// a unit that is there.
 //
 // The combining is per process and per sale (per shard of a split sale),
 // which is also per hash tag, so a batch is one script on one slot and runs
@@ -42,6 +49,11 @@ type combiner struct {
 	mu       sync.Mutex
 	inFlight int
 	waiting  []*pending
+	// soldOut is set when the last reply read the counter at zero or
+	// below, so that the next batch goes with reserveSoldOutLua. It is a
+	// hint, never a decision: that script reads the counter itself and
+	// hands back a batch it finds units for.
+	soldOut atomic.Bool
 }
 
 // pending is one reserve on its way through a combiner. out and err are
@@ -110,7 +122,7 @@ func (g *Gate) reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.
 		c.inFlight++
 		c.mu.Unlock()
 		p := newPending(ctx, r)
-		g.decide(ctx, []*pending{p})
+		g.decide(ctx, c, []*pending{p})
 		g.release(c)
 		return p.answer()
 	}
@@ -165,7 +177,7 @@ func (g *Gate) release(c *combiner) {
 func (g *Gate) run(c *combiner, batch []*pending) {
 	for {
 		ctx, cancel := batchContext(batch)
-		g.decide(ctx, batch)
+		g.decide(ctx, c, batch)
 		cancel()
 		for _, p := range batch {
 			p.done <- struct{}{}
@@ -208,9 +220,10 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 }
 
 // decide runs one reserve script call for batch, all of one sale, and
-// sets each reserve's outcome. A reserve whose caller stopped waiting
-// before the call is left out of it.
-func (g *Gate) decide(ctx context.Context, batch []*pending) {
+// sets each reserve's outcome: two calls when the sale looked sold out
+// but has units again. A reserve whose caller stopped waiting before the
+// call is left out of it.
+func (g *Gate) decide(ctx context.Context, c *combiner, batch []*pending) {
 	live := batch
 	if slices.ContainsFunc(batch, func(p *pending) bool { return p.ctx.Err() != nil }) {
 		live = nil
@@ -233,22 +246,46 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 		g.beforeCall(rs)
 	}
 	k := g.keys(live[0].r.SaleID)
-	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
 	if len(live) == 1 && !g.batchAlone {
 		p := live[0]
-		p.out, p.err = g.decideOne(ctx, keys, p)
+		p.out, p.err = g.decideOne(ctx, k, p)
+		if p.err == nil && p.out.Verdict != flashsale.VerdictNotLoaded {
+			c.soldOut.Store(p.out.Remaining <= 0)
+		}
 		return
 	}
+	if c.soldOut.Load() {
+		vals, err := reserveSoldOutScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.idem, k.adm}, soldOutArgs(live)).ToArray()
+		stockLeft := err == nil && len(vals) == 1 && isString(vals[0], "1")
+		if g.afterSoldOutCall != nil {
+			g.afterSoldOutCall(len(live), stockLeft)
+		}
+		if !stockLeft {
+			answerBatch(live, vals, err)
+			return
+		}
+		// Units came back since the last reply: decide in full.
+	}
+	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
 	vals, err := reserveBatchScript.Exec(ctx, g.client, keys, g.reserveArgs(live)).ToArray()
+	if left, ok := answerBatch(live, vals, err); ok {
+		c.soldOut.Store(left <= 0)
+	}
+}
+
+// answerBatch sets the outcome of each reserve of live from a reply of
+// reserveBatchLua or reserveSoldOutLua, or err, and returns the counter
+// after the batch; ok is false when the reply gave no counter.
+func answerBatch(live []*pending, vals []rueidis.RedisMessage, err error) (left int64, ok bool) {
 	if err == nil && len(vals) == 1 {
 		for _, p := range live {
 			p.out = flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}
 		}
-		return
+		return 0, false
 	}
 	var (
-		epoch, left int64
-		codes       string
+		epoch int64
+		codes string
 	)
 	if err != nil {
 		err = fail("reserve", err)
@@ -259,7 +296,7 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 		for _, p := range live {
 			p.err = err
 		}
-		return
+		return 0, false
 	}
 	holds := vals[3:]
 	for i, p := range live {
@@ -278,10 +315,18 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 		}
 		p.out, p.err = outcome(&p.r, code, left, epoch, enc)
 	}
+	return left, true
+}
+
+// isString reports whether m is the string s.
+func isString(m rueidis.RedisMessage, s string) bool {
+	v, err := m.ToString()
+	return err == nil && v == s
 }
 
 // decideOne decides a reserve that goes alone, with reserveOneLua.
-func (g *Gate) decideOne(ctx context.Context, keys []string, p *pending) (flashsale.GateOutcome, error) {
+func (g *Gate) decideOne(ctx context.Context, k keys, p *pending) (flashsale.GateOutcome, error) {
+	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
 	vals, err := reserveOneScript.Exec(ctx, g.client, keys, g.reserveArgs([]*pending{p})).ToArray()
 	if err != nil {
 		return flashsale.GateOutcome{}, fail("reserve", err)
@@ -366,6 +411,32 @@ func (g *Gate) reserveArgs(batch []*pending) []string {
 	all := string(buf)
 	args := make([]string, 1, 1+len(ends))
 	args[0] = g.maxLen
+	start := 0
+	for _, end := range ends {
+		args = append(args, all[start:end])
+		start = end
+	}
+	return args
+}
+
+// soldOutArgs returns reserveSoldOutLua's ARGV for batch, built as
+// reserveArgs builds its own.
+func soldOutArgs(batch []*pending) []string {
+	buf := make([]byte, 0, 96*len(batch))
+	ends := make([]int, 0, soldOutFields*len(batch))
+	for _, p := range batch {
+		r := &p.r
+		buf = append(append(append(buf, r.UserID...), sep...), r.IdempotencyKey...) // idemField
+		ends = append(ends, len(buf))
+		buf = strconv.AppendInt(buf, r.Epoch, 10)
+		ends = append(ends, len(buf))
+		buf = append(buf, r.AdmissionID...)
+		ends = append(ends, len(buf))
+		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
+		ends = append(ends, len(buf))
+	}
+	all := string(buf)
+	args := make([]string, 0, len(ends))
 	start := 0
 	for _, end := range ends {
 		args = append(args, all[start:end])

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -455,5 +456,190 @@ func TestReserveCutShortInFlight(t *testing.T) {
 	f.expect(f.req("u2"), flashsale.VerdictWon)
 	if s := f.snapshot(); s.Won != 2 || s.Drift() != 0 {
 		t.Fatalf("snapshot %+v; want the cut-short reserve and the next one won, no drift", s)
+	}
+}
+
+// soldOutCalls records the gate's reserveSoldOutLua calls as "n/found"
+// pairs: how many reserves each was sent and whether it found units.
+func soldOutCalls(g *Gate) func() []string {
+	var (
+		mu    sync.Mutex
+		calls []string
+	)
+	g.afterSoldOutCall = func(n int, stockLeft bool) {
+		mu.Lock()
+		calls = append(calls, fmt.Sprintf("%d/%v", n, stockLeft))
+		mu.Unlock()
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+}
+
+// batchOf queues rs behind the calls in flight, so that they go as one
+// batch, and returns their answers in rs's order.
+func batchOf(t *testing.T, f *fixture, rs []flashsale.GateReserve) []flashsale.GateOutcome {
+	t.Helper()
+	h := holdCalls(f.g)
+	slots := occupy(t, f.g, h, f.sale)
+	outs := make([]flashsale.GateOutcome, len(rs))
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Go(func() {
+			out, err := f.g.Reserve(f.ctx, r)
+			if err != nil {
+				t.Errorf("reserve %d (%s): %v", i, r.ReservationID, err)
+			}
+			outs[i] = out
+		})
+		<-h.queued // one at a time: the queue's order is rs's
+	}
+	h.release()
+	wg.Wait()
+	slots()
+	return outs
+}
+
+// TestSoldOutBatchDecidesAsInOrder: on a sale the gate saw sell out, a
+// batch goes with the sold-out script and answers every reserve exactly
+// as reserveOneLua answers it alone: replays and reused keys, a stale
+// epoch and a spent admission keep their own verdicts, everything else is
+// sold out, and nothing is written.
+func TestSoldOutBatchDecidesAsInOrder(t *testing.T) {
+	now := time.Now()
+	req := func(sale, res, user, key, hash, adm string, epoch int64) flashsale.GateReserve {
+		return flashsale.GateReserve{SaleID: sale, ReservationID: res, UserID: user, Quantity: 1,
+			AdmissionID: adm, AdmissionExpires: now.Add(time.Minute), Epoch: epoch,
+			IdempotencyKey: key, RequestHash: hash, Now: now}
+	}
+	soldOut := func() *fixture {
+		f := newFixture(t, 2)
+		f.expect(req(f.sale, "w1", "u1", "k1", "h1", "a1", 1), flashsale.VerdictWon)
+		f.expect(req(f.sale, "w2", "u2", "k2", "h2", "a2", 1), flashsale.VerdictWon)
+		return f
+	}
+	f := soldOut()
+	calls := soldOutCalls(f.g)
+	before := f.dump()
+	later := req(f.sale, "r9", "u9", "k9", "h", "a1", 1)
+	later.Now = now.Add(2 * time.Minute) // a1's spend has lapsed
+	card := req(f.sale, "r8", "u8", "k8", "h", "a8", 1)
+	card.Instrument = "card"
+	two := req(f.sale, "r7", "u7", "k7", "h", "a7", 1)
+	two.Quantity = 2
+	rs := []flashsale.GateReserve{
+		req(f.sale, "r0", "u1", "k1", "h1", "a0", 1),  // replays w1
+		req(f.sale, "r1", "u1", "k1", "other", "", 1), // key reused
+		req(f.sale, "r2", "u3", "k3", "h", "a3", 7),   // stale epoch
+		req(f.sale, "r3", "u4", "k4", "h", "a1", 1),   // a1 spent by w1
+		req(f.sale, "r4", "u5", "k5", "h", "a5", 1),   // sold out
+		two, // sold out
+		req(f.sale, "w1", "u6", "k6", "h", "a6", 1), // sold out, before the duplicate id
+		req(f.sale, "r5", "u2", "k5", "h", "a9", 1), // sold out, before u2's limit
+		card,  // sold out
+		later, // sold out: a1's spend lapsed
+		req(f.sale, "r6", "u2", "k2", "h2", "", 1), // replays w2
+	}
+	got := batchOf(t, f, rs)
+	if want := []string{fmt.Sprintf("%d/false", len(rs))}; !slices.Equal(calls(), want) {
+		t.Fatalf("sold-out script calls %v; want %v: the batch in one call", calls(), want)
+	}
+	wantVerdicts := []flashsale.Verdict{
+		flashsale.VerdictReplayed, flashsale.VerdictKeyReused, flashsale.VerdictStaleEpoch, flashsale.VerdictAdmissionUsed,
+		flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictSoldOut,
+		flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictReplayed,
+	}
+	alone := soldOut()
+	for i, r := range rs {
+		r.SaleID = alone.sale
+		want, err := alone.g.Reserve(alone.ctx, r)
+		if err != nil {
+			t.Fatalf("reserve %d (%s) alone: %v", i, r.ReservationID, err)
+		}
+		if got[i].Hold.ReservationID != "" {
+			// The same hold, of the other sale.
+			want.Hold.CreatedAt = got[i].Hold.CreatedAt
+		}
+		if got[i] != want {
+			t.Errorf("reserve %d (%s of %s): batched %+v; alone %+v", i, r.ReservationID, r.UserID, got[i], want)
+		}
+		if got[i].Verdict != wantVerdicts[i] {
+			t.Errorf("reserve %d (%s of %s) = %v; want %v", i, r.ReservationID, r.UserID, got[i].Verdict, wantVerdicts[i])
+		}
+	}
+	after := f.dump()
+	if len(after) != len(before) {
+		t.Fatalf("the sold-out batch changed the keys: %d, were %d", len(after), len(before))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Fatalf("the sold-out batch changed %s", k)
+		}
+	}
+}
+
+// decideBatch sends rs to the gate as one batch, straight to the call
+// the sale's queue would make, and returns their answers.
+func decideBatch(f *fixture, rs []flashsale.GateReserve) []flashsale.GateOutcome {
+	f.t.Helper()
+	ps := make([]*pending, len(rs))
+	for i, r := range rs {
+		ps[i] = newPending(f.ctx, r)
+	}
+	f.g.decide(f.ctx, f.g.combiner(f.sale), ps)
+	outs := make([]flashsale.GateOutcome, len(rs))
+	for i, p := range ps {
+		if p.err != nil {
+			f.t.Fatalf("reserve %d (%s): %v", i, rs[i].ReservationID, p.err)
+		}
+		outs[i] = p.out
+	}
+	return outs
+}
+
+// TestSoldOutBatchFindsUnitsBack: units that come back after the gate
+// saw the sale sell out (here restocked by another process's gate, which
+// this one cannot know of) are sold to the next batch, never refused,
+// and exactly once; once they are gone, batches are sold out again.
+func TestSoldOutBatchFindsUnitsBack(t *testing.T) {
+	f := newFixture(t, 2)
+	first := f.expect(f.req("u1"), flashsale.VerdictWon)
+	f.expect(f.req("u2"), flashsale.VerdictWon) // the gate reads the counter at zero
+	if !f.g.combiner(f.sale).soldOut.Load() {
+		t.Fatal("the gate did not note the sell-out")
+	}
+	calls := soldOutCalls(f.g)
+	other := New(Config{Client: f.g.client, Prefix: f.g.prefix})
+	if moved, err := other.Restock(f.ctx, f.sale, first.Hold.ReservationID, "test"); !moved || err != nil {
+		t.Fatalf("Restock = %v, %v", moved, err)
+	}
+
+	outs := decideBatch(f, []flashsale.GateReserve{f.req("u3"), f.req("u4"), f.req("u5")})
+	if want := []string{"3/true"}; !slices.Equal(calls(), want) {
+		t.Fatalf("sold-out script calls %v; want %v: found the unit, decided nothing", calls(), want)
+	}
+	want := []flashsale.Verdict{flashsale.VerdictWon, flashsale.VerdictSoldOut, flashsale.VerdictSoldOut}
+	for i, out := range outs {
+		if out.Verdict != want[i] || out.Remaining != 0 {
+			t.Errorf("reserve %d = %v with %d left; want %v with 0", i, out.Verdict, out.Remaining, want[i])
+		}
+	}
+	if s := f.snapshot(); s.Counter != 0 || s.Held() != 2 || s.Drift() != 0 || s.AuditedCounter != 0 {
+		t.Fatalf("snapshot %+v; want 2 held, none left, no drift", s)
+	}
+
+	outs = decideBatch(f, []flashsale.GateReserve{f.req("u6"), f.req("u7")})
+	if want := []string{"3/true", "2/false"}; !slices.Equal(calls(), want) {
+		t.Fatalf("sold-out script calls %v; want %v", calls(), want)
+	}
+	for i, out := range outs {
+		if out.Verdict != flashsale.VerdictSoldOut {
+			t.Errorf("reserve %d after the sell-out = %v; want sold_out", i, out.Verdict)
+		}
+	}
+	if got := len(f.holds()); got != 2 {
+		t.Fatalf("%d holds; want 2", got)
 	}
 }

@@ -115,6 +115,10 @@ type Gate struct {
 	// batchAlone, when set by a test, sends a reserve that goes alone
 	// through the batch script too.
 	batchAlone bool
+	// afterSoldOutCall, when set by a test, runs after each
+	// reserveSoldOutLua call with the number of reserves it was sent and
+	// whether it found units left (and so decided none).
+	afterSoldOutCall func(n int, stockLeft bool)
 	// afterRebuildBegin, when set by a test, runs between the start of a
 	// rebuild and its first chunk.
 	afterRebuildBegin func()

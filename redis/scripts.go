@@ -251,6 +251,76 @@ redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[1], '*', 'op', 'reserve', 'sourc
 return {1, left, epoch}
 `
 
+// soldOutFields is how many ARGV entries each reserve of a sold-out
+// batch takes.
+const soldOutFields = 4
+
+// reserveSoldOutLua decides a batch of reserves of a sale whose counter
+// the gate last saw at zero, with only what those decisions need: every
+// reserve that gets past the idempotency key, the pause, the epoch and
+// the admission is sold out, whatever its quantity, shopper or card, and
+// nothing is written. If the counter is above zero after all (a restock,
+// a rebuild), it decides nothing and answers {'1'}; the caller then sends
+// the batch again with reserveBatchLua, so a unit that came back is never
+// refused. Its decisions are reserveBatchLua's for a batch without wins;
+// TestSoldOutBatchDecidesAsInOrder holds them to it.
+//
+//	KEYS: 1 stock, 2 meta, 3 idem, 4 adm
+//	ARGV: soldOutFields per reserve: idem field, epoch, admission, now ms
+//
+// It returns reserveBatchLua's answer, {'0'} alone when the sale is not
+// loaded, or {'1'} alone when units are left.
+const reserveSoldOutLua = `
+local stock = redis.call('GET', KEYS[1])
+local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
+if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID')) then return {'0'} end
+local left = tonumber(stock)
+if left > 0 then return {'1'} end
+local epoch = meta[3]
+local n = #ARGV / 4
+local A, tonumber = ARGV, tonumber
+-- Reserve i's fields (i from 0) are A[1 + 4i + k]: k 0 idem field, 1
+-- epoch, 2 admission, 3 now. bulk reads field k of every reserve that has
+-- one, in one HMGET; the answer is indexed by reserve.
+local function bulk(key, k)
+  local names, at, got, m = {}, {}, {}, 0
+  for i = 0, n - 1 do
+    local v = A[1 + i * 4 + k]
+    if v ~= '' then m = m + 1; names[m] = v; at[m] = i end
+  end
+  if m > 0 then
+    local r = redis.call('HMGET', key, unpack(names))
+    for j = 1, m do got[at[j]] = r[j] end
+  end
+  return got
+end
+local idem = bulk(KEYS[3], 0)
+local spent = bulk(KEYS[4], 2)
+local paused = meta[2] == '1' or
+  left + tonumber(meta[5] or '0') - tonumber(meta[6] or '0') ~= tonumber(meta[4] or '0')
+-- Codes as reserveBatchLua writes them, the byte 49 + code: '3' a key on
+-- record, '6' paused, '7' stale epoch, '8' admission spent, '9' sold out.
+local codes, holds = {}, {}
+for i = 0, n - 1 do
+  local b = 1 + i * 4
+  local code, prev, e = '9', idem[i], A[b + 1]
+  if prev then
+    code = '3'
+    holds[#holds + 1] = prev
+  elseif paused then
+    code = '6'
+  elseif epoch ~= e and (not meta[8] or tonumber(e) < tonumber(meta[8]) or tonumber(e) > tonumber(epoch)) then
+    code = '7'
+  elseif spent[i] and tonumber(spent[i]) > tonumber(A[b + 3]) then
+    code = '8'
+  end
+  codes[i + 1] = code
+end
+local out = {epoch or '0', left, table.concat(codes)}
+for j = 1, #holds do out[3 + j] = holds[j] end
+return out
+`
+
 // giveBackLua returns a hold's units to stock (Restock and Void) and,
 // for Void, forgets the hold's key if the key still names it and un-spends
 // the hold's admission. The admission is un-spent only if the hold was not
@@ -434,17 +504,18 @@ return 1
 // The scripts as rueidis runs them: EVALSHA, falling back to EVAL when the
 // server lost its script cache (NOSCRIPT).
 var (
-	reserveOneScript    = rueidis.NewLuaScript(reserveOneLua)
-	reserveBatchScript  = rueidis.NewLuaScript(reserveBatchLua)
-	giveBackScript      = rueidis.NewLuaScript(giveBackLua)
-	loadScript          = rueidis.NewLuaScript(loadLua)
-	rebuildBeginScript  = rueidis.NewLuaScript(rebuildBeginLua)
-	rebuildAddScript    = rueidis.NewLuaScript(rebuildAddLua)
-	rebuildFinishScript = rueidis.NewLuaScript(rebuildFinishLua)
-	snapshotScript      = rueidis.NewLuaScriptReadOnly(snapshotLua)
-	lookupScript        = rueidis.NewLuaScriptReadOnly(lookupLua)
-	setPausedScript     = rueidis.NewLuaScript(setPausedLua)
+	reserveOneScript     = rueidis.NewLuaScript(reserveOneLua)
+	reserveBatchScript   = rueidis.NewLuaScript(reserveBatchLua)
+	reserveSoldOutScript = rueidis.NewLuaScriptReadOnly(reserveSoldOutLua)
+	giveBackScript       = rueidis.NewLuaScript(giveBackLua)
+	loadScript           = rueidis.NewLuaScript(loadLua)
+	rebuildBeginScript   = rueidis.NewLuaScript(rebuildBeginLua)
+	rebuildAddScript     = rueidis.NewLuaScript(rebuildAddLua)
+	rebuildFinishScript  = rueidis.NewLuaScript(rebuildFinishLua)
+	snapshotScript       = rueidis.NewLuaScriptReadOnly(snapshotLua)
+	lookupScript         = rueidis.NewLuaScriptReadOnly(lookupLua)
+	setPausedScript      = rueidis.NewLuaScript(setPausedLua)
 )
 
 // scriptSources lists every script, for warming a server's script cache.
-var scriptSources = []string{reserveOneLua, reserveBatchLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}
+var scriptSources = []string{reserveOneLua, reserveBatchLua, reserveSoldOutLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
@@ -377,9 +378,9 @@ func readReply(vals []rueidis.RedisMessage, n int) (epoch, left int64, codes str
 	return epoch, left, codes, nil
 }
 
-// reserveArgs returns the reserve scripts' ARGV for batch. The fields are written
-// into one buffer and sliced from one string, so a batch costs a few
-// allocations rather than several per reserve.
+// reserveArgs returns the reserve scripts' ARGV for batch. The fields are
+// written into one buffer and cut from it without a copy (see cut), so a
+// batch costs a few allocations rather than several per reserve.
 func (g *Gate) reserveArgs(batch []*pending) []string {
 	buf := make([]byte, 0, 256*len(batch))
 	ends := make([]int, 0, reserveFields*len(batch))
@@ -408,15 +409,7 @@ func (g *Gate) reserveArgs(batch []*pending) []string {
 		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
 		field()
 	}
-	all := string(buf)
-	args := make([]string, 1, 1+len(ends))
-	args[0] = g.maxLen
-	start := 0
-	for _, end := range ends {
-		args = append(args, all[start:end])
-		start = end
-	}
-	return args
+	return cut([]string{g.maxLen}, buf, ends)
 }
 
 // soldOutArgs returns reserveSoldOutLua's ARGV for batch, built as
@@ -435,8 +428,20 @@ func soldOutArgs(batch []*pending) []string {
 		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
 		ends = append(ends, len(buf))
 	}
-	all := string(buf)
-	args := make([]string, 0, len(ends))
+	return cut(nil, buf, ends)
+}
+
+// cut appends to head the fields of buf that end at ends, as strings
+// that share buf's memory rather than a copy of it. buf must be a buffer
+// of the call's own, never written again: rueidis may read the arguments
+// after the call returns (a call cut short by its context leaves its
+// command queued, to be written later), so a buffer reused for the next
+// batch could send that command with the next batch's bytes. An
+// unwritten buffer is safe for as long as any string points into it,
+// which is as long as the garbage collector keeps it.
+func cut(head []string, buf []byte, ends []int) []string {
+	all := unsafe.String(unsafe.SliceData(buf), len(buf))
+	args := slices.Grow(head, len(ends))
 	start := 0
 	for _, end := range ends {
 		args = append(args, all[start:end])

@@ -262,36 +262,67 @@ func (g *Gate) decide(ctx context.Context, c *combiner, batch []*pending) {
 			g.afterSoldOutCall(len(live), stockLeft)
 		}
 		if !stockLeft {
-			answerBatch(live, vals, err)
+			answerBatch(live, vals, err, soldOutCodes)
 			return
 		}
 		// Units came back since the last reply: decide in full.
 	}
 	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
 	vals, err := reserveBatchScript.Exec(ctx, g.client, keys, g.reserveArgs(live)).ToArray()
-	if left, ok := answerBatch(live, vals, err); ok {
+	if left, ok := answerBatch(live, vals, err, batchCodes); ok {
 		c.soldOut.Store(left <= 0)
 	}
 }
 
+// codeSet is a set of reserve script codes (-1 to 14).
+type codeSet uint16
+
+func codesOf(codes ...int64) codeSet {
+	var s codeSet
+	for _, c := range codes {
+		s |= 1 << (c + 1)
+	}
+	return s
+}
+
+func (s codeSet) has(code int64) bool { return code >= -1 && code <= 14 && s&(1<<(code+1)) != 0 }
+
+// The codes each batch script may answer for a reserve. Any other code,
+// like any reply of the wrong shape, leaves the reserves undecided: they
+// get an error, never a verdict.
+var (
+	batchCodes = codesOf(codeDuplicateRes, int64(flashsale.VerdictWon), codeIdemHit,
+		int64(flashsale.VerdictPaused), int64(flashsale.VerdictStaleEpoch), int64(flashsale.VerdictAdmissionUsed),
+		int64(flashsale.VerdictSoldOut), int64(flashsale.VerdictLimitReached))
+	soldOutCodes = codesOf(codeIdemHit, int64(flashsale.VerdictPaused), int64(flashsale.VerdictStaleEpoch),
+		int64(flashsale.VerdictAdmissionUsed), int64(flashsale.VerdictSoldOut))
+)
+
 // answerBatch sets the outcome of each reserve of live from a reply of
 // reserveBatchLua or reserveSoldOutLua, or err, and returns the counter
-// after the batch; ok is false when the reply gave no counter.
-func answerBatch(live []*pending, vals []rueidis.RedisMessage, err error) (left int64, ok bool) {
-	if err == nil && len(vals) == 1 {
+// after the batch; ok is false when the reply gave no counter. allowed
+// is the codes the script may answer. A reply it cannot read whole (a
+// code not allowed, codes and stored holds that do not add up, anything
+// but '0' alone) is an error for every reserve of the batch: a reply out
+// of shape says nothing reliable about any of them.
+func answerBatch(live []*pending, vals []rueidis.RedisMessage, callErr error, allowed codeSet) (left int64, ok bool) {
+	var (
+		epoch int64
+		codes string
+		err   error
+	)
+	switch {
+	case callErr != nil:
+		err = fail("reserve", callErr)
+	case len(vals) == 1 && isString(vals[0], "0"):
 		for _, p := range live {
 			p.out = flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}
 		}
 		return 0, false
-	}
-	var (
-		epoch int64
-		codes string
-	)
-	if err != nil {
-		err = fail("reserve", err)
-	} else {
-		epoch, left, codes, err = readReply(vals, len(live))
+	case len(vals) == 1:
+		err = fmt.Errorf("redis gate: reserve: undecided reply %v", vals)
+	default:
+		epoch, left, codes, err = readReply(vals, len(live), allowed)
 	}
 	if err != nil {
 		for _, p := range live {
@@ -307,10 +338,6 @@ func answerBatch(live []*pending, vals []rueidis.RedisMessage, err error) (left 
 		}
 		var enc string
 		if code == codeIdemHit {
-			if len(holds) == 0 {
-				p.err = fmt.Errorf("redis gate: reserve: reply %v: a key on record without its hold", vals)
-				continue
-			}
 			enc, _ = holds[0].ToString()
 			holds = holds[1:]
 		}
@@ -332,6 +359,11 @@ func (g *Gate) decideOne(ctx context.Context, k keys, p *pending) (flashsale.Gat
 	if err != nil {
 		return flashsale.GateOutcome{}, fail("reserve", err)
 	}
+	return oneOutcome(&p.r, vals)
+}
+
+// oneOutcome reads a reply of reserveOneLua.
+func oneOutcome(r *flashsale.GateReserve, vals []rueidis.RedisMessage) (flashsale.GateOutcome, error) {
 	if len(vals) < 3 {
 		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: short reply %v", vals)
 	}
@@ -353,12 +385,13 @@ func (g *Gate) decideOne(ctx context.Context, k keys, p *pending) (flashsale.Gat
 	if err != nil {
 		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
 	}
-	return outcome(&p.r, code, remaining, epoch, stored)
+	return outcome(r, code, remaining, epoch, stored)
 }
 
-// readReply reads the head of a reserve script reply for n reserves: the
-// epoch, the counter before the batch and the codes.
-func readReply(vals []rueidis.RedisMessage, n int) (epoch, left int64, codes string, err error) {
+// readReply reads the head of a batch script's reply for n reserves: the
+// epoch, the counter before the batch and the codes, each one of allowed,
+// followed by exactly one stored hold per code for a key on record.
+func readReply(vals []rueidis.RedisMessage, n int, allowed codeSet) (epoch, left int64, codes string, err error) {
 	if len(vals) < 3 {
 		return 0, 0, "", fmt.Errorf("redis gate: reserve: short reply %v", vals)
 	}
@@ -371,6 +404,19 @@ func readReply(vals []rueidis.RedisMessage, n int) (epoch, left int64, codes str
 	}
 	if err == nil && len(codes) != n {
 		err = fmt.Errorf("%d codes for %d reserves", len(codes), n)
+	}
+	hits := 0
+	for i := 0; err == nil && i < len(codes); i++ {
+		code := int64(codes[i]) - codeZero
+		if !allowed.has(code) {
+			err = fmt.Errorf("code %d for reserve %d", code, i)
+		}
+		if code == codeIdemHit {
+			hits++
+		}
+	}
+	if err == nil && len(vals)-3 != hits {
+		err = fmt.Errorf("%d stored holds for %d keys on record", len(vals)-3, hits)
 	}
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/gatetest"
+	"github.com/redis/rueidis"
 )
 
 // held makes a gate's first maxInFlight reserve calls wait until release
@@ -641,5 +643,102 @@ func TestSoldOutBatchFindsUnitsBack(t *testing.T) {
 	}
 	if got := len(f.holds()); got != 2 {
 		t.Fatalf("%d holds; want 2", got)
+	}
+}
+
+// TestUndecidedReplyIsAnError feeds the reply readers replies the scripts
+// never give, as Redis would send them (a script's return value): each
+// leaves every reserve of the call with an error, never a verdict, and
+// least of all a win or a sold-out. A reply that never came is the
+// client's error, which fails closed as well.
+func TestUndecidedReplyIsAnError(t *testing.T) {
+	f := newFixture(t, 5)
+	reply := func(lua string) []rueidis.RedisMessage {
+		t.Helper()
+		vals, err := f.do(f.g.client.B().Eval().Script("return " + lua).Numkeys(0).Build()).ToArray()
+		if err != nil {
+			t.Fatalf("EVAL return %s: %v", lua, err)
+		}
+		return vals
+	}
+	hold := "'" + strings.ReplaceAll(encodeHold(holdOf(new(flashsale.GateReserve))), sep, "\\031") + "'"
+	batch := func(n int) []*pending {
+		ps := make([]*pending, n)
+		for i := range ps {
+			ps[i] = newPending(f.ctx, f.req(fmt.Sprintf("u%d", i)))
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		name    string
+		reply   string
+		n       int
+		allowed codeSet
+		ok      bool
+	}{
+		{"sold out, as the script answers it", "{'1', 0, '9'}", 1, batchCodes, true},
+		{"a win and a replay", "{'1', 3, '23', " + hold + "}", 2, batchCodes, true},
+		{"not loaded", "{'0'}", 3, batchCodes, true},
+		{"one value, not '0'", "{'7'}", 2, batchCodes, false},
+		{"units left, from the full script", "{'1'}", 2, batchCodes, false},
+		{"nothing", "{}", 1, batchCodes, false},
+		{"code 0: undecided", "{'1', 3, '1'}", 1, batchCodes, false},
+		{"code 3: Go's to decide", "{'1', 3, '4'}", 1, batchCodes, false},
+		{"code 4 in a batch", "{'1', 3, '5'}", 1, batchCodes, false},
+		{"code 10", "{'1', 3, ';'}", 1, batchCodes, false},
+		{"a win beside an unknown code", "{'1', 3, '2;'}", 2, batchCodes, false},
+		{"fewer codes than reserves", "{'1', 3, '9'}", 2, batchCodes, false},
+		{"a key on record without its hold", "{'1', 3, '3'}", 1, batchCodes, false},
+		{"a hold without a key on record", "{'1', 3, '9', " + hold + "}", 1, batchCodes, false},
+		{"an epoch that is no number", "{'x', 3, '9'}", 1, batchCodes, false},
+		{"a win from the sold-out script", "{'1', 3, '2'}", 1, soldOutCodes, false},
+		{"a duplicate id from the sold-out script", "{'1', 0, '0'}", 1, soldOutCodes, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := batch(tc.n)
+			answerBatch(live, reply(tc.reply), nil, tc.allowed)
+			for i, p := range live {
+				if tc.ok && p.err != nil {
+					t.Errorf("reserve %d: %v; want a verdict", i, p.err)
+				}
+				if !tc.ok && (p.err == nil || p.out != (flashsale.GateOutcome{})) {
+					t.Errorf("reserve %d = %+v, %v; want an error and no verdict", i, p.out, p.err)
+				}
+			}
+		})
+	}
+	t.Run("a reply that never came", func(t *testing.T) {
+		live := batch(2)
+		answerBatch(live, nil, context.DeadlineExceeded, batchCodes)
+		for i, p := range live {
+			if flashsale.ErrorCode(p.err) != flashsale.CodeUnavailable || p.out != (flashsale.GateOutcome{}) {
+				t.Errorf("reserve %d = %+v, %v; want unavailable and no verdict", i, p.out, p.err)
+			}
+		}
+	})
+
+	for _, tc := range []struct {
+		reply string
+		want  flashsale.Verdict // 0: an error
+	}{
+		{"{1, 4, '1'}", flashsale.VerdictWon},
+		{"{8, 0, '1'}", flashsale.VerdictSoldOut},
+		{"{4, 0, '0'}", flashsale.VerdictNotLoaded},
+		{"{0, 4, '1'}", 0},
+		{"{3, 4, '1'}", 0},
+		{"{10, 4, '1'}", 0},
+		{"{-2, 4, '1'}", 0},
+		{"{2, 4, '1'}", 0}, // a key on record without its hold
+		{"{1, 4}", 0},
+		{"{'won', 4, '1'}", 0},
+	} {
+		r := f.req("alone")
+		out, err := oneOutcome(&r, reply(tc.reply))
+		if tc.want != 0 && (err != nil || out.Verdict != tc.want) {
+			t.Errorf("one reserve, reply %s = %v, %v; want %v", tc.reply, out.Verdict, err, tc.want)
+		}
+		if tc.want == 0 && (err == nil || out != (flashsale.GateOutcome{})) {
+			t.Errorf("one reserve, reply %s = %+v, %v; want an error and no verdict", tc.reply, out, err)
+		}
 	}
 }

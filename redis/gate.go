@@ -300,8 +300,13 @@ func outcome(r *flashsale.GateReserve, code, remaining, epoch int64, stored stri
 		return out, nil
 	case int64(flashsale.VerdictWon):
 		out.Verdict, out.Hold = flashsale.VerdictWon, holdOf(r)
-	default:
+	case int64(flashsale.VerdictNotLoaded), int64(flashsale.VerdictPaused), int64(flashsale.VerdictStaleEpoch),
+		int64(flashsale.VerdictAdmissionUsed), int64(flashsale.VerdictSoldOut), int64(flashsale.VerdictLimitReached):
 		out.Verdict = flashsale.Verdict(code)
+	default:
+		// Not an answer the scripts give: the reserve may or may not have
+		// happened, so it is an error, like a reply that never came.
+		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: undecided code %d", code)
 	}
 	return out, nil
 }

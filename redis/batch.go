@@ -455,7 +455,9 @@ func (g *Gate) reserveArgs(batch []*pending) []string {
 		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
 		field()
 	}
-	return cut([]string{g.maxLen}, buf, ends)
+	args := make([]string, 1, 1+len(ends))
+	args[0] = g.maxLen
+	return cut(args, buf, ends)
 }
 
 // soldOutArgs returns reserveSoldOutLua's ARGV for batch, built as
@@ -474,10 +476,10 @@ func soldOutArgs(batch []*pending) []string {
 		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
 		ends = append(ends, len(buf))
 	}
-	return cut(nil, buf, ends)
+	return cut(make([]string, 0, len(ends)), buf, ends)
 }
 
-// cut appends to head the fields of buf that end at ends, as strings
+// cut appends to args the fields of buf that end at ends, as strings
 // that share buf's memory rather than a copy of it. buf must be a buffer
 // of the call's own, never written again: rueidis may read the arguments
 // after the call returns (a call cut short by its context leaves its
@@ -485,9 +487,8 @@ func soldOutArgs(batch []*pending) []string {
 // batch could send that command with the next batch's bytes. An
 // unwritten buffer is safe for as long as any string points into it,
 // which is as long as the garbage collector keeps it.
-func cut(head []string, buf []byte, ends []int) []string {
+func cut(args []string, buf []byte, ends []int) []string {
 	all := unsafe.String(unsafe.SliceData(buf), len(buf))
-	args := slices.Grow(head, len(ends))
 	start := 0
 	for _, end := range ends {
 		args = append(args, all[start:end])

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/flashsale/flashsale"
 	"github.com/redis/rueidis"
@@ -21,6 +23,12 @@ import (
 // script of one reserve (reserveOneLua), as before, so a quiet sale pays
 // nothing; only a crowd, which would otherwise queue inside Redis behind
 // one script call per shopper, shares the calls.
+//
+// Once a reply shows the counter at zero, the sale's next batches go with
+// reserveSoldOutLua, which reads four arguments a reserve instead of ten
+// and writes nothing; it checks the counter itself and, finding units
+// back, hands the batch to reserveBatchLua, so the shortcut never refuses
+// a unit that is there.
 //
 // The combining is per process and per sale (per shard of a split sale),
 // which is also per hash tag, so a batch is one script on one slot and runs
@@ -42,6 +50,11 @@ type combiner struct {
 	mu       sync.Mutex
 	inFlight int
 	waiting  []*pending
+	// soldOut is set when the last reply read the counter at zero or
+	// below, so that the next batch goes with reserveSoldOutLua. It is a
+	// hint, never a decision: that script reads the counter itself and
+	// hands back a batch it finds units for.
+	soldOut atomic.Bool
 }
 
 // pending is one reserve on its way through a combiner. out and err are
@@ -110,7 +123,7 @@ func (g *Gate) reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.
 		c.inFlight++
 		c.mu.Unlock()
 		p := newPending(ctx, r)
-		g.decide(ctx, []*pending{p})
+		g.decide(ctx, c, []*pending{p})
 		g.release(c)
 		return p.answer()
 	}
@@ -165,7 +178,7 @@ func (g *Gate) release(c *combiner) {
 func (g *Gate) run(c *combiner, batch []*pending) {
 	for {
 		ctx, cancel := batchContext(batch)
-		g.decide(ctx, batch)
+		g.decide(ctx, c, batch)
 		cancel()
 		for _, p := range batch {
 			p.done <- struct{}{}
@@ -208,9 +221,10 @@ func batchContext(batch []*pending) (context.Context, context.CancelFunc) {
 }
 
 // decide runs one reserve script call for batch, all of one sale, and
-// sets each reserve's outcome. A reserve whose caller stopped waiting
-// before the call is left out of it.
-func (g *Gate) decide(ctx context.Context, batch []*pending) {
+// sets each reserve's outcome: two calls when the sale looked sold out
+// but has units again. A reserve whose caller stopped waiting before the
+// call is left out of it.
+func (g *Gate) decide(ctx context.Context, c *combiner, batch []*pending) {
 	live := batch
 	if slices.ContainsFunc(batch, func(p *pending) bool { return p.ctx.Err() != nil }) {
 		live = nil
@@ -233,33 +247,88 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 		g.beforeCall(rs)
 	}
 	k := g.keys(live[0].r.SaleID)
-	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
 	if len(live) == 1 && !g.batchAlone {
 		p := live[0]
-		p.out, p.err = g.decideOne(ctx, keys, p)
-		return
-	}
-	vals, err := reserveBatchScript.Exec(ctx, g.client, keys, g.reserveArgs(live)).ToArray()
-	if err == nil && len(vals) == 1 {
-		for _, p := range live {
-			p.out = flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}
+		p.out, p.err = g.decideOne(ctx, k, p)
+		if p.err == nil && p.out.Verdict != flashsale.VerdictNotLoaded {
+			c.soldOut.Store(p.out.Remaining <= 0)
 		}
 		return
 	}
+	if c.soldOut.Load() {
+		vals, err := reserveSoldOutScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.idem, k.adm}, soldOutArgs(live)).ToArray()
+		stockLeft := err == nil && len(vals) == 1 && isString(vals[0], "1")
+		if g.afterSoldOutCall != nil {
+			g.afterSoldOutCall(len(live), stockLeft)
+		}
+		if !stockLeft {
+			answerBatch(live, vals, err, soldOutCodes)
+			return
+		}
+		// Units came back since the last reply: decide in full.
+	}
+	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
+	vals, err := reserveBatchScript.Exec(ctx, g.client, keys, g.reserveArgs(live)).ToArray()
+	if left, ok := answerBatch(live, vals, err, batchCodes); ok {
+		c.soldOut.Store(left <= 0)
+	}
+}
+
+// codeSet is a set of reserve script codes (-1 to 14).
+type codeSet uint16
+
+func codesOf(codes ...int64) codeSet {
+	var s codeSet
+	for _, c := range codes {
+		s |= 1 << (c + 1)
+	}
+	return s
+}
+
+func (s codeSet) has(code int64) bool { return code >= -1 && code <= 14 && s&(1<<(code+1)) != 0 }
+
+// The codes each batch script may answer for a reserve. Any other code,
+// like any reply of the wrong shape, leaves the reserves undecided: they
+// get an error, never a verdict.
+var (
+	batchCodes = codesOf(codeDuplicateRes, int64(flashsale.VerdictWon), codeIdemHit,
+		int64(flashsale.VerdictPaused), int64(flashsale.VerdictStaleEpoch), int64(flashsale.VerdictAdmissionUsed),
+		int64(flashsale.VerdictSoldOut), int64(flashsale.VerdictLimitReached))
+	soldOutCodes = codesOf(codeIdemHit, int64(flashsale.VerdictPaused), int64(flashsale.VerdictStaleEpoch),
+		int64(flashsale.VerdictAdmissionUsed), int64(flashsale.VerdictSoldOut))
+)
+
+// answerBatch sets the outcome of each reserve of live from a reply of
+// reserveBatchLua or reserveSoldOutLua, or err, and returns the counter
+// after the batch; ok is false when the reply gave no counter. allowed
+// is the codes the script may answer. A reply it cannot read whole (a
+// code not allowed, codes and stored holds that do not add up, anything
+// but '0' alone) is an error for every reserve of the batch: a reply out
+// of shape says nothing reliable about any of them.
+func answerBatch(live []*pending, vals []rueidis.RedisMessage, callErr error, allowed codeSet) (left int64, ok bool) {
 	var (
-		epoch, left int64
-		codes       string
+		epoch int64
+		codes string
+		err   error
 	)
-	if err != nil {
-		err = fail("reserve", err)
-	} else {
-		epoch, left, codes, err = readReply(vals, len(live))
+	switch {
+	case callErr != nil:
+		err = fail("reserve", callErr)
+	case len(vals) == 1 && isString(vals[0], "0"):
+		for _, p := range live {
+			p.out = flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}
+		}
+		return 0, false
+	case len(vals) == 1:
+		err = fmt.Errorf("redis gate: reserve: undecided reply %v", vals)
+	default:
+		epoch, left, codes, err = readReply(vals, len(live), allowed)
 	}
 	if err != nil {
 		for _, p := range live {
 			p.err = err
 		}
-		return
+		return 0, false
 	}
 	holds := vals[3:]
 	for i, p := range live {
@@ -269,23 +338,32 @@ func (g *Gate) decide(ctx context.Context, batch []*pending) {
 		}
 		var enc string
 		if code == codeIdemHit {
-			if len(holds) == 0 {
-				p.err = fmt.Errorf("redis gate: reserve: reply %v: a key on record without its hold", vals)
-				continue
-			}
 			enc, _ = holds[0].ToString()
 			holds = holds[1:]
 		}
 		p.out, p.err = outcome(&p.r, code, left, epoch, enc)
 	}
+	return left, true
+}
+
+// isString reports whether m is the string s.
+func isString(m rueidis.RedisMessage, s string) bool {
+	v, err := m.ToString()
+	return err == nil && v == s
 }
 
 // decideOne decides a reserve that goes alone, with reserveOneLua.
-func (g *Gate) decideOne(ctx context.Context, keys []string, p *pending) (flashsale.GateOutcome, error) {
+func (g *Gate) decideOne(ctx context.Context, k keys, p *pending) (flashsale.GateOutcome, error) {
+	keys := []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
 	vals, err := reserveOneScript.Exec(ctx, g.client, keys, g.reserveArgs([]*pending{p})).ToArray()
 	if err != nil {
 		return flashsale.GateOutcome{}, fail("reserve", err)
 	}
+	return oneOutcome(&p.r, vals)
+}
+
+// oneOutcome reads a reply of reserveOneLua.
+func oneOutcome(r *flashsale.GateReserve, vals []rueidis.RedisMessage) (flashsale.GateOutcome, error) {
 	if len(vals) < 3 {
 		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: short reply %v", vals)
 	}
@@ -307,12 +385,13 @@ func (g *Gate) decideOne(ctx context.Context, keys []string, p *pending) (flashs
 	if err != nil {
 		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
 	}
-	return outcome(&p.r, code, remaining, epoch, stored)
+	return outcome(r, code, remaining, epoch, stored)
 }
 
-// readReply reads the head of a reserve script reply for n reserves: the
-// epoch, the counter before the batch and the codes.
-func readReply(vals []rueidis.RedisMessage, n int) (epoch, left int64, codes string, err error) {
+// readReply reads the head of a batch script's reply for n reserves: the
+// epoch, the counter before the batch and the codes, each one of allowed,
+// followed by exactly one stored hold per code for a key on record.
+func readReply(vals []rueidis.RedisMessage, n int, allowed codeSet) (epoch, left int64, codes string, err error) {
 	if len(vals) < 3 {
 		return 0, 0, "", fmt.Errorf("redis gate: reserve: short reply %v", vals)
 	}
@@ -326,15 +405,28 @@ func readReply(vals []rueidis.RedisMessage, n int) (epoch, left int64, codes str
 	if err == nil && len(codes) != n {
 		err = fmt.Errorf("%d codes for %d reserves", len(codes), n)
 	}
+	hits := 0
+	for i := 0; err == nil && i < len(codes); i++ {
+		code := int64(codes[i]) - codeZero
+		if !allowed.has(code) {
+			err = fmt.Errorf("code %d for reserve %d", code, i)
+		}
+		if code == codeIdemHit {
+			hits++
+		}
+	}
+	if err == nil && len(vals)-3 != hits {
+		err = fmt.Errorf("%d stored holds for %d keys on record", len(vals)-3, hits)
+	}
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("redis gate: reserve: reply %v: %w", vals, err)
 	}
 	return epoch, left, codes, nil
 }
 
-// reserveArgs returns the reserve scripts' ARGV for batch. The fields are written
-// into one buffer and sliced from one string, so a batch costs a few
-// allocations rather than several per reserve.
+// reserveArgs returns the reserve scripts' ARGV for batch. The fields are
+// written into one buffer and cut from it without a copy (see cut), so a
+// batch costs a few allocations rather than several per reserve.
 func (g *Gate) reserveArgs(batch []*pending) []string {
 	buf := make([]byte, 0, 256*len(batch))
 	ends := make([]int, 0, reserveFields*len(batch))
@@ -363,9 +455,40 @@ func (g *Gate) reserveArgs(batch []*pending) []string {
 		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
 		field()
 	}
-	all := string(buf)
 	args := make([]string, 1, 1+len(ends))
 	args[0] = g.maxLen
+	return cut(args, buf, ends)
+}
+
+// soldOutArgs returns reserveSoldOutLua's ARGV for batch, built as
+// reserveArgs builds its own.
+func soldOutArgs(batch []*pending) []string {
+	buf := make([]byte, 0, 96*len(batch))
+	ends := make([]int, 0, soldOutFields*len(batch))
+	for _, p := range batch {
+		r := &p.r
+		buf = append(append(append(buf, r.UserID...), sep...), r.IdempotencyKey...) // idemField
+		ends = append(ends, len(buf))
+		buf = strconv.AppendInt(buf, r.Epoch, 10)
+		ends = append(ends, len(buf))
+		buf = append(buf, r.AdmissionID...)
+		ends = append(ends, len(buf))
+		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
+		ends = append(ends, len(buf))
+	}
+	return cut(make([]string, 0, len(ends)), buf, ends)
+}
+
+// cut appends to args the fields of buf that end at ends, as strings
+// that share buf's memory rather than a copy of it. buf must be a buffer
+// of the call's own, never written again: rueidis may read the arguments
+// after the call returns (a call cut short by its context leaves its
+// command queued, to be written later), so a buffer reused for the next
+// batch could send that command with the next batch's bytes. An
+// unwritten buffer is safe for as long as any string points into it,
+// which is as long as the garbage collector keeps it.
+func cut(args []string, buf []byte, ends []int) []string {
+	all := unsafe.String(unsafe.SliceData(buf), len(buf))
 	start := 0
 	for _, end := range ends {
 		args = append(args, all[start:end])

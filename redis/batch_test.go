@@ -3,12 +3,15 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/gatetest"
+	"github.com/redis/rueidis"
 )
 
 // held makes a gate's first maxInFlight reserve calls wait until release
@@ -455,5 +458,287 @@ func TestReserveCutShortInFlight(t *testing.T) {
 	f.expect(f.req("u2"), flashsale.VerdictWon)
 	if s := f.snapshot(); s.Won != 2 || s.Drift() != 0 {
 		t.Fatalf("snapshot %+v; want the cut-short reserve and the next one won, no drift", s)
+	}
+}
+
+// soldOutCalls records the gate's reserveSoldOutLua calls as "n/found"
+// pairs: how many reserves each was sent and whether it found units.
+func soldOutCalls(g *Gate) func() []string {
+	var (
+		mu    sync.Mutex
+		calls []string
+	)
+	g.afterSoldOutCall = func(n int, stockLeft bool) {
+		mu.Lock()
+		calls = append(calls, fmt.Sprintf("%d/%v", n, stockLeft))
+		mu.Unlock()
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(calls)
+	}
+}
+
+// batchOf queues rs behind the calls in flight, so that they go as one
+// batch, and returns their answers in rs's order.
+func batchOf(t *testing.T, f *fixture, rs []flashsale.GateReserve) []flashsale.GateOutcome {
+	t.Helper()
+	h := holdCalls(f.g)
+	slots := occupy(t, f.g, h, f.sale)
+	outs := make([]flashsale.GateOutcome, len(rs))
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Go(func() {
+			out, err := f.g.Reserve(f.ctx, r)
+			if err != nil {
+				t.Errorf("reserve %d (%s): %v", i, r.ReservationID, err)
+			}
+			outs[i] = out
+		})
+		<-h.queued // one at a time: the queue's order is rs's
+	}
+	h.release()
+	wg.Wait()
+	slots()
+	return outs
+}
+
+// TestSoldOutBatchDecidesAsInOrder: on a sale the gate saw sell out, a
+// batch goes with the sold-out script and answers every reserve exactly
+// as reserveOneLua answers it alone: replays and reused keys, a stale
+// epoch and a spent admission keep their own verdicts, everything else is
+// sold out, and nothing is written.
+func TestSoldOutBatchDecidesAsInOrder(t *testing.T) {
+	now := time.Now()
+	req := func(sale, res, user, key, hash, adm string, epoch int64) flashsale.GateReserve {
+		return flashsale.GateReserve{SaleID: sale, ReservationID: res, UserID: user, Quantity: 1,
+			AdmissionID: adm, AdmissionExpires: now.Add(time.Minute), Epoch: epoch,
+			IdempotencyKey: key, RequestHash: hash, Now: now}
+	}
+	soldOut := func() *fixture {
+		f := newFixture(t, 2)
+		f.expect(req(f.sale, "w1", "u1", "k1", "h1", "a1", 1), flashsale.VerdictWon)
+		f.expect(req(f.sale, "w2", "u2", "k2", "h2", "a2", 1), flashsale.VerdictWon)
+		return f
+	}
+	f := soldOut()
+	calls := soldOutCalls(f.g)
+	before := f.dump()
+	later := req(f.sale, "r9", "u9", "k9", "h", "a1", 1)
+	later.Now = now.Add(2 * time.Minute) // a1's spend has lapsed
+	card := req(f.sale, "r8", "u8", "k8", "h", "a8", 1)
+	card.Instrument = "card"
+	two := req(f.sale, "r7", "u7", "k7", "h", "a7", 1)
+	two.Quantity = 2
+	rs := []flashsale.GateReserve{
+		req(f.sale, "r0", "u1", "k1", "h1", "a0", 1),  // replays w1
+		req(f.sale, "r1", "u1", "k1", "other", "", 1), // key reused
+		req(f.sale, "r2", "u3", "k3", "h", "a3", 7),   // stale epoch
+		req(f.sale, "r3", "u4", "k4", "h", "a1", 1),   // a1 spent by w1
+		req(f.sale, "r4", "u5", "k5", "h", "a5", 1),   // sold out
+		two, // sold out
+		req(f.sale, "w1", "u6", "k6", "h", "a6", 1), // sold out, before the duplicate id
+		req(f.sale, "r5", "u2", "k5", "h", "a9", 1), // sold out, before u2's limit
+		card,  // sold out
+		later, // sold out: a1's spend lapsed
+		req(f.sale, "r6", "u2", "k2", "h2", "", 1), // replays w2
+	}
+	got := batchOf(t, f, rs)
+	if want := []string{fmt.Sprintf("%d/false", len(rs))}; !slices.Equal(calls(), want) {
+		t.Fatalf("sold-out script calls %v; want %v: the batch in one call", calls(), want)
+	}
+	wantVerdicts := []flashsale.Verdict{
+		flashsale.VerdictReplayed, flashsale.VerdictKeyReused, flashsale.VerdictStaleEpoch, flashsale.VerdictAdmissionUsed,
+		flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictSoldOut,
+		flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictReplayed,
+	}
+	alone := soldOut()
+	for i, r := range rs {
+		r.SaleID = alone.sale
+		want, err := alone.g.Reserve(alone.ctx, r)
+		if err != nil {
+			t.Fatalf("reserve %d (%s) alone: %v", i, r.ReservationID, err)
+		}
+		if got[i].Hold.ReservationID != "" {
+			// The same hold, of the other sale.
+			want.Hold.CreatedAt = got[i].Hold.CreatedAt
+		}
+		if got[i] != want {
+			t.Errorf("reserve %d (%s of %s): batched %+v; alone %+v", i, r.ReservationID, r.UserID, got[i], want)
+		}
+		if got[i].Verdict != wantVerdicts[i] {
+			t.Errorf("reserve %d (%s of %s) = %v; want %v", i, r.ReservationID, r.UserID, got[i].Verdict, wantVerdicts[i])
+		}
+	}
+	after := f.dump()
+	if len(after) != len(before) {
+		t.Fatalf("the sold-out batch changed the keys: %d, were %d", len(after), len(before))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Fatalf("the sold-out batch changed %s", k)
+		}
+	}
+}
+
+// decideBatch sends rs to the gate as one batch, straight to the call
+// the sale's queue would make, and returns their answers.
+func decideBatch(f *fixture, rs []flashsale.GateReserve) []flashsale.GateOutcome {
+	f.t.Helper()
+	ps := make([]*pending, len(rs))
+	for i, r := range rs {
+		ps[i] = newPending(f.ctx, r)
+	}
+	f.g.decide(f.ctx, f.g.combiner(f.sale), ps)
+	outs := make([]flashsale.GateOutcome, len(rs))
+	for i, p := range ps {
+		if p.err != nil {
+			f.t.Fatalf("reserve %d (%s): %v", i, rs[i].ReservationID, p.err)
+		}
+		outs[i] = p.out
+	}
+	return outs
+}
+
+// TestSoldOutBatchFindsUnitsBack: units that come back after the gate
+// saw the sale sell out (here restocked by another process's gate, which
+// this one cannot know of) are sold to the next batch, never refused,
+// and exactly once; once they are gone, batches are sold out again.
+func TestSoldOutBatchFindsUnitsBack(t *testing.T) {
+	f := newFixture(t, 2)
+	first := f.expect(f.req("u1"), flashsale.VerdictWon)
+	f.expect(f.req("u2"), flashsale.VerdictWon) // the gate reads the counter at zero
+	if !f.g.combiner(f.sale).soldOut.Load() {
+		t.Fatal("the gate did not note the sell-out")
+	}
+	calls := soldOutCalls(f.g)
+	other := New(Config{Client: f.g.client, Prefix: f.g.prefix})
+	if moved, err := other.Restock(f.ctx, f.sale, first.Hold.ReservationID, "test"); !moved || err != nil {
+		t.Fatalf("Restock = %v, %v", moved, err)
+	}
+
+	outs := decideBatch(f, []flashsale.GateReserve{f.req("u3"), f.req("u4"), f.req("u5")})
+	if want := []string{"3/true"}; !slices.Equal(calls(), want) {
+		t.Fatalf("sold-out script calls %v; want %v: found the unit, decided nothing", calls(), want)
+	}
+	want := []flashsale.Verdict{flashsale.VerdictWon, flashsale.VerdictSoldOut, flashsale.VerdictSoldOut}
+	for i, out := range outs {
+		if out.Verdict != want[i] || out.Remaining != 0 {
+			t.Errorf("reserve %d = %v with %d left; want %v with 0", i, out.Verdict, out.Remaining, want[i])
+		}
+	}
+	if s := f.snapshot(); s.Counter != 0 || s.Held() != 2 || s.Drift() != 0 || s.AuditedCounter != 0 {
+		t.Fatalf("snapshot %+v; want 2 held, none left, no drift", s)
+	}
+
+	outs = decideBatch(f, []flashsale.GateReserve{f.req("u6"), f.req("u7")})
+	if want := []string{"3/true", "2/false"}; !slices.Equal(calls(), want) {
+		t.Fatalf("sold-out script calls %v; want %v", calls(), want)
+	}
+	for i, out := range outs {
+		if out.Verdict != flashsale.VerdictSoldOut {
+			t.Errorf("reserve %d after the sell-out = %v; want sold_out", i, out.Verdict)
+		}
+	}
+	if got := len(f.holds()); got != 2 {
+		t.Fatalf("%d holds; want 2", got)
+	}
+}
+
+// TestUndecidedReplyIsAnError feeds the reply readers replies the scripts
+// never give, as Redis would send them (a script's return value): each
+// leaves every reserve of the call with an error, never a verdict, and
+// least of all a win or a sold-out. A reply that never came is the
+// client's error, which fails closed as well.
+func TestUndecidedReplyIsAnError(t *testing.T) {
+	f := newFixture(t, 5)
+	reply := func(lua string) []rueidis.RedisMessage {
+		t.Helper()
+		vals, err := f.do(f.g.client.B().Eval().Script("return " + lua).Numkeys(0).Build()).ToArray()
+		if err != nil {
+			t.Fatalf("EVAL return %s: %v", lua, err)
+		}
+		return vals
+	}
+	hold := "'" + strings.ReplaceAll(encodeHold(holdOf(new(flashsale.GateReserve))), sep, "\\031") + "'"
+	batch := func(n int) []*pending {
+		ps := make([]*pending, n)
+		for i := range ps {
+			ps[i] = newPending(f.ctx, f.req(fmt.Sprintf("u%d", i)))
+		}
+		return ps
+	}
+	for _, tc := range []struct {
+		name    string
+		reply   string
+		n       int
+		allowed codeSet
+		ok      bool
+	}{
+		{"sold out, as the script answers it", "{'1', 0, '9'}", 1, batchCodes, true},
+		{"a win and a replay", "{'1', 3, '23', " + hold + "}", 2, batchCodes, true},
+		{"not loaded", "{'0'}", 3, batchCodes, true},
+		{"one value, not '0'", "{'7'}", 2, batchCodes, false},
+		{"units left, from the full script", "{'1'}", 2, batchCodes, false},
+		{"nothing", "{}", 1, batchCodes, false},
+		{"code 0: undecided", "{'1', 3, '1'}", 1, batchCodes, false},
+		{"code 3: Go's to decide", "{'1', 3, '4'}", 1, batchCodes, false},
+		{"code 4 in a batch", "{'1', 3, '5'}", 1, batchCodes, false},
+		{"code 10", "{'1', 3, ';'}", 1, batchCodes, false},
+		{"a win beside an unknown code", "{'1', 3, '2;'}", 2, batchCodes, false},
+		{"fewer codes than reserves", "{'1', 3, '9'}", 2, batchCodes, false},
+		{"a key on record without its hold", "{'1', 3, '3'}", 1, batchCodes, false},
+		{"a hold without a key on record", "{'1', 3, '9', " + hold + "}", 1, batchCodes, false},
+		{"an epoch that is no number", "{'x', 3, '9'}", 1, batchCodes, false},
+		{"a win from the sold-out script", "{'1', 3, '2'}", 1, soldOutCodes, false},
+		{"a duplicate id from the sold-out script", "{'1', 0, '0'}", 1, soldOutCodes, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			live := batch(tc.n)
+			answerBatch(live, reply(tc.reply), nil, tc.allowed)
+			for i, p := range live {
+				if tc.ok && p.err != nil {
+					t.Errorf("reserve %d: %v; want a verdict", i, p.err)
+				}
+				if !tc.ok && (p.err == nil || p.out != (flashsale.GateOutcome{})) {
+					t.Errorf("reserve %d = %+v, %v; want an error and no verdict", i, p.out, p.err)
+				}
+			}
+		})
+	}
+	t.Run("a reply that never came", func(t *testing.T) {
+		live := batch(2)
+		answerBatch(live, nil, context.DeadlineExceeded, batchCodes)
+		for i, p := range live {
+			if flashsale.ErrorCode(p.err) != flashsale.CodeUnavailable || p.out != (flashsale.GateOutcome{}) {
+				t.Errorf("reserve %d = %+v, %v; want unavailable and no verdict", i, p.out, p.err)
+			}
+		}
+	})
+
+	for _, tc := range []struct {
+		reply string
+		want  flashsale.Verdict // 0: an error
+	}{
+		{"{1, 4, '1'}", flashsale.VerdictWon},
+		{"{8, 0, '1'}", flashsale.VerdictSoldOut},
+		{"{4, 0, '0'}", flashsale.VerdictNotLoaded},
+		{"{0, 4, '1'}", 0},
+		{"{3, 4, '1'}", 0},
+		{"{10, 4, '1'}", 0},
+		{"{-2, 4, '1'}", 0},
+		{"{2, 4, '1'}", 0}, // a key on record without its hold
+		{"{1, 4}", 0},
+		{"{'won', 4, '1'}", 0},
+	} {
+		r := f.req("alone")
+		out, err := oneOutcome(&r, reply(tc.reply))
+		if tc.want != 0 && (err != nil || out.Verdict != tc.want) {
+			t.Errorf("one reserve, reply %s = %v, %v; want %v", tc.reply, out.Verdict, err, tc.want)
+		}
+		if tc.want == 0 && (err == nil || out != (flashsale.GateOutcome{})) {
+			t.Errorf("one reserve, reply %s = %+v, %v; want an error and no verdict", tc.reply, out, err)
+		}
 	}
 }

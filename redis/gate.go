@@ -23,15 +23,26 @@
 //	buyers  hash: user id → reservation id
 //	instr   hash: payment fingerprint → reservation id
 //	idem    hash: user id "\x1f" idempotency key → encoded hold
-//	adm     sorted set: spent admission id, scored by its expiry (Unix ms);
-//	        Void takes the voided hold's admission out again
+//	adm     hash: spent admission id → its expiry (Unix ms); Void takes
+//	        the voided hold's admission out again
 //	audit   stream of counter mutations, trimmed to about AuditMaxLen; the
 //	        wins of one batch of reserves (batch.go) share an entry
 //
-// Spent admissions live in one sorted set rather than a key each, so that
+// Spent admissions live in one hash rather than a key each, so that
 // Rebuild and Drop can forget them in the same step as everything else
-// (keys of their own could only be found with SCAN) and a win prunes the
-// lapsed ones by score.
+// (keys of their own could only be found with SCAN). A spend whose expiry
+// has passed counts as not spent, as before, but is not pruned: a win
+// writes one hash field where it used to prune a sorted set and add to
+// it, and the hash grows no faster than idem does, by one field a win.
+//
+// Upgrading. Versions before this one kept adm as a sorted set. On a sale
+// such a version loaded, a reserve or Void that names an admission meets
+// the sorted set, Redis answers WRONGTYPE, and the call returns an error
+// having written nothing, since every script reads adm before its first
+// write: the sale fails closed (the engine pauses it, as for any gate
+// error) and sells nothing. A rebuild (pause, rebuild, resume), or a Drop
+// and Load for a sale that has not opened, deletes adm with the rest and
+// recovers it.
 package redis
 
 import (
@@ -104,6 +115,10 @@ type Gate struct {
 	// batchAlone, when set by a test, sends a reserve that goes alone
 	// through the batch script too.
 	batchAlone bool
+	// afterSoldOutCall, when set by a test, runs after each
+	// reserveSoldOutLua call with the number of reserves it was sent and
+	// whether it found units left (and so decided none).
+	afterSoldOutCall func(n int, stockLeft bool)
 	// afterRebuildBegin, when set by a test, runs between the start of a
 	// rebuild and its first chunk.
 	afterRebuildBegin func()
@@ -285,8 +300,13 @@ func outcome(r *flashsale.GateReserve, code, remaining, epoch int64, stored stri
 		return out, nil
 	case int64(flashsale.VerdictWon):
 		out.Verdict, out.Hold = flashsale.VerdictWon, holdOf(r)
-	default:
+	case int64(flashsale.VerdictNotLoaded), int64(flashsale.VerdictPaused), int64(flashsale.VerdictStaleEpoch),
+		int64(flashsale.VerdictAdmissionUsed), int64(flashsale.VerdictSoldOut), int64(flashsale.VerdictLimitReached):
 		out.Verdict = flashsale.Verdict(code)
+	default:
+		// Not an answer the scripts give: the reserve may or may not have
+		// happened, so it is an error, like a reply that never came.
+		return flashsale.GateOutcome{}, fmt.Errorf("redis gate: reserve: undecided code %d", code)
 	}
 	return out, nil
 }

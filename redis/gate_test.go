@@ -434,3 +434,65 @@ func TestHoldEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestOldAdmissionSetFailsClosed: a sale loaded by a version that kept
+// spent admissions in a sorted set meets the hash this one writes as
+// WRONGTYPE. Every call that names an admission fails, alone or in a
+// batch, having written nothing; a rebuild recovers the sale.
+func TestOldAdmissionSetFailsClosed(t *testing.T) {
+	f := newFixture(t, 10)
+	won := f.expect(f.req("u1"), flashsale.VerdictWon)
+	// What the older version left: one spend, scored by its expiry.
+	adm := f.g.keys(f.sale).adm
+	if err := f.do(f.g.client.B().Del().Key(adm).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	expiry := float64(time.Now().Add(time.Minute).UnixMilli())
+	if err := f.do(f.g.client.B().Zadd().Key(adm).ScoreMember().ScoreMember(expiry, won.Hold.AdmissionID).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before := f.dump()
+	failsClosed := func(what string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Fatalf("%s on the old sorted set: %v; want a WRONGTYPE error", what, err)
+		}
+		after := f.dump()
+		if len(after) != len(before) {
+			t.Fatalf("%s changed the keys: %d, were %d", what, len(after), len(before))
+		}
+		for k, v := range before {
+			if after[k] != v {
+				t.Fatalf("%s changed %s", what, k)
+			}
+		}
+	}
+	for _, batch := range []bool{false, true} {
+		f.g.batchAlone = batch
+		out, err := f.g.Reserve(f.ctx, f.req("u2"))
+		if out.Verdict != 0 {
+			t.Errorf("Reserve (batch %v) = %v; want no verdict", batch, out.Verdict)
+		}
+		failsClosed(fmt.Sprintf("Reserve (batch %v)", batch), err)
+	}
+	f.g.batchAlone = false
+	_, err := f.g.Void(f.ctx, f.sale, won.Hold, "test")
+	failsClosed("Void", err)
+
+	// The operator's way back: pause, rebuild from the record, resume.
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, []flashsale.Hold{won.Hold}, "test"); err != nil {
+		t.Fatalf("Rebuild: %v", err)
+	}
+	if err := f.g.SetPaused(f.ctx, f.sale, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	r := f.req("u2")
+	r.Epoch = 2
+	f.expect(r, flashsale.VerdictWon)
+	r = f.req("u3")
+	r.Epoch, r.AdmissionID = 2, won.Hold.AdmissionID
+	f.expect(r, flashsale.VerdictWon) // a rebuild forgets spends, as ever
+	if s := f.snapshot(); s.Counter != 7 || s.Won != 3 {
+		t.Fatalf("snapshot after the rebuild %+v; want 7 left of 10, 3 held", s)
+	}
+}

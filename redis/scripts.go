@@ -95,7 +95,7 @@ local function bulk(cmd, key, k)
   return got
 end
 local idem = bulk('HMGET', KEYS[6], 7)
-local spent = bulk('ZMSCORE', KEYS[7], 4)
+local spent = bulk('HMGET', KEYS[7], 4)
 -- A counter that disagrees with the gate's own bookkeeping was written
 -- behind the gate: sell nothing on it until a rebuild. Wins within the
 -- batch keep the sum, so one look serves every reserve.
@@ -165,32 +165,22 @@ if #wins == 0 then return out end
 left = redis.call('DECRBY', KEYS[1], taken)
 local h, u, c, k, s = {}, {}, {}, {}, {}
 local res, at, deltas = {}, {}, {}
-local oldest, oldestArg
 for j, b in ipairs(wins) do
   local id, hold = A[b], A[b + 8]
   h[2 * j - 1], h[2 * j] = id, hold
   u[2 * j - 1], u[2 * j] = A[b + 1], id
   k[2 * j - 1], k[2 * j] = A[b + 7], hold
   if A[b + 3] ~= '' then c[#c + 1] = A[b + 3]; c[#c + 1] = id end
-  if A[b + 4] ~= '' then
-    s[#s + 1] = A[b + 5]; s[#s + 1] = A[b + 4]
-    if A[b + 9] ~= oldestArg then
-      local now = tonumber(A[b + 9])
-      if not oldest or now < oldest then oldest, oldestArg = now, A[b + 9] end
-    end
-  end
+  if A[b + 4] ~= '' then s[#s + 1] = A[b + 4]; s[#s + 1] = A[b + 5] end
   res[j], at[j], deltas[j] = id, A[b + 9], '-' .. A[b + 2]
 end
 redis.call('HSET', KEYS[3], unpack(h))
 redis.call('HSET', KEYS[4], unpack(u))
 if #c > 0 then redis.call('HSET', KEYS[5], unpack(c)) end
 redis.call('HSET', KEYS[6], unpack(k))
-if #s > 0 then
-  -- Forget spends that lapsed (for every reserve of the batch), so the
-  -- set stays the size of the live ones.
-  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', oldestArg)
-  redis.call('ZADD', KEYS[7], unpack(s))
-end
+-- The spent admissions were read above whenever one is written here, so
+-- a key of another type fails the script before its first write.
+if #s > 0 then redis.call('HSET', KEYS[7], unpack(s)) end
 redis.call('HINCRBY', KEYS[2], 'won', taken)
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', #wins) - #wins + 1
 -- By the audited delta, not to the counter: an unaudited write before
@@ -237,7 +227,8 @@ if epoch ~= ARGV[8] then
   if not meta[8] or a < tonumber(meta[8]) or a > tonumber(epoch) then return {6, left, epoch} end
 end
 if ARGV[6] ~= '' then
-  local exp = redis.call('ZSCORE', KEYS[7], ARGV[6])
+  -- Read before any write: a key of another type fails the script here.
+  local exp = redis.call('HGET', KEYS[7], ARGV[6])
   if exp and tonumber(exp) > tonumber(ARGV[11]) then return {7, left, epoch} end
 end
 local q = 1
@@ -251,16 +242,83 @@ redis.call('HSET', KEYS[3], ARGV[2], ARGV[10])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[2])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[5], ARGV[5], ARGV[2]) end
 redis.call('HSET', KEYS[6], ARGV[9], ARGV[10])
-if ARGV[6] ~= '' then
-  redis.call('ZREMRANGEBYSCORE', KEYS[7], '-inf', ARGV[11])
-  redis.call('ZADD', KEYS[7], ARGV[7], ARGV[6])
-end
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[7], ARGV[6], ARGV[7]) end
 redis.call('HINCRBY', KEYS[2], 'won', q)
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
 redis.call('HINCRBY', KEYS[2], 'audited', -q)
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[1], '*', 'op', 'reserve', 'source', 'reserve',
   'delta', -q, 'counter', left, 'res', ARGV[2], 'at', ARGV[11], 'seq', seq)
 return {1, left, epoch}
+`
+
+// soldOutFields is how many ARGV entries each reserve of a sold-out
+// batch takes.
+const soldOutFields = 4
+
+// reserveSoldOutLua decides a batch of reserves of a sale whose counter
+// the gate last saw at zero, with only what those decisions need: every
+// reserve that gets past the idempotency key, the pause, the epoch and
+// the admission is sold out, whatever its quantity, shopper or card, and
+// nothing is written. If the counter is above zero after all (a restock,
+// a rebuild), it decides nothing and answers {'1'}; the caller then sends
+// the batch again with reserveBatchLua, so a unit that came back is never
+// refused. Its decisions are reserveBatchLua's for a batch without wins;
+// TestSoldOutBatchDecidesAsInOrder holds them to it.
+//
+//	KEYS: 1 stock, 2 meta, 3 idem, 4 adm
+//	ARGV: soldOutFields per reserve: idem field, epoch, admission, now ms
+//
+// It returns reserveBatchLua's answer, {'0'} alone when the sale is not
+// loaded, or {'1'} alone when units are left.
+const reserveSoldOutLua = `
+local stock = redis.call('GET', KEYS[1])
+local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
+if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID')) then return {'0'} end
+local left = tonumber(stock)
+if left > 0 then return {'1'} end
+local epoch = meta[3]
+local n = #ARGV / 4
+local A, tonumber = ARGV, tonumber
+-- Reserve i's fields (i from 0) are A[1 + 4i + k]: k 0 idem field, 1
+-- epoch, 2 admission, 3 now. bulk reads field k of every reserve that has
+-- one, in one HMGET; the answer is indexed by reserve.
+local function bulk(key, k)
+  local names, at, got, m = {}, {}, {}, 0
+  for i = 0, n - 1 do
+    local v = A[1 + i * 4 + k]
+    if v ~= '' then m = m + 1; names[m] = v; at[m] = i end
+  end
+  if m > 0 then
+    local r = redis.call('HMGET', key, unpack(names))
+    for j = 1, m do got[at[j]] = r[j] end
+  end
+  return got
+end
+local idem = bulk(KEYS[3], 0)
+local spent = bulk(KEYS[4], 2)
+local paused = meta[2] == '1' or
+  left + tonumber(meta[5] or '0') - tonumber(meta[6] or '0') ~= tonumber(meta[4] or '0')
+-- Codes as reserveBatchLua writes them, the byte 49 + code: '3' a key on
+-- record, '6' paused, '7' stale epoch, '8' admission spent, '9' sold out.
+local codes, holds = {}, {}
+for i = 0, n - 1 do
+  local b = 1 + i * 4
+  local code, prev, e = '9', idem[i], A[b + 1]
+  if prev then
+    code = '3'
+    holds[#holds + 1] = prev
+  elseif paused then
+    code = '6'
+  elseif epoch ~= e and (not meta[8] or tonumber(e) < tonumber(meta[8]) or tonumber(e) > tonumber(epoch)) then
+    code = '7'
+  elseif spent[i] and tonumber(spent[i]) > tonumber(A[b + 3]) then
+    code = '8'
+  end
+  codes[i + 1] = code
+end
+local out = {epoch or '0', left, table.concat(codes)}
+for j = 1, #holds do out[3 + j] = holds[j] end
+return out
 `
 
 // giveBackLua returns a hold's units to stock (Restock and Void) and,
@@ -279,6 +337,10 @@ return {1, left, epoch}
 const giveBackLua = `
 local m = redis.call('HMGET', KEYS[2], 'loaded', 'node')
 if not redis.call('GET', KEYS[1]) or m[1] ~= '1' or (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -1 end
+-- Touch the spent admissions before any write, so that a key of another
+-- type (a sale written by an older version) fails the script while it
+-- has changed nothing.
+if ARGV[7] ~= '' then redis.call('HEXISTS', KEYS[8], ARGV[7]) end
 local moved = 0
 local enc = redis.call('HGET', KEYS[3], ARGV[1])
 if enc then
@@ -312,7 +374,7 @@ if ARGV[6] ~= '' then
     known = true
   end
 end
-if known and ARGV[7] ~= '' then redis.call('ZREM', KEYS[8], ARGV[7]) end
+if known and ARGV[7] ~= '' then redis.call('HDEL', KEYS[8], ARGV[7]) end
 return moved
 `
 
@@ -442,17 +504,18 @@ return 1
 // The scripts as rueidis runs them: EVALSHA, falling back to EVAL when the
 // server lost its script cache (NOSCRIPT).
 var (
-	reserveOneScript    = rueidis.NewLuaScript(reserveOneLua)
-	reserveBatchScript  = rueidis.NewLuaScript(reserveBatchLua)
-	giveBackScript      = rueidis.NewLuaScript(giveBackLua)
-	loadScript          = rueidis.NewLuaScript(loadLua)
-	rebuildBeginScript  = rueidis.NewLuaScript(rebuildBeginLua)
-	rebuildAddScript    = rueidis.NewLuaScript(rebuildAddLua)
-	rebuildFinishScript = rueidis.NewLuaScript(rebuildFinishLua)
-	snapshotScript      = rueidis.NewLuaScriptReadOnly(snapshotLua)
-	lookupScript        = rueidis.NewLuaScriptReadOnly(lookupLua)
-	setPausedScript     = rueidis.NewLuaScript(setPausedLua)
+	reserveOneScript     = rueidis.NewLuaScript(reserveOneLua)
+	reserveBatchScript   = rueidis.NewLuaScript(reserveBatchLua)
+	reserveSoldOutScript = rueidis.NewLuaScriptReadOnly(reserveSoldOutLua)
+	giveBackScript       = rueidis.NewLuaScript(giveBackLua)
+	loadScript           = rueidis.NewLuaScript(loadLua)
+	rebuildBeginScript   = rueidis.NewLuaScript(rebuildBeginLua)
+	rebuildAddScript     = rueidis.NewLuaScript(rebuildAddLua)
+	rebuildFinishScript  = rueidis.NewLuaScript(rebuildFinishLua)
+	snapshotScript       = rueidis.NewLuaScriptReadOnly(snapshotLua)
+	lookupScript         = rueidis.NewLuaScriptReadOnly(lookupLua)
+	setPausedScript      = rueidis.NewLuaScript(setPausedLua)
 )
 
 // scriptSources lists every script, for warming a server's script cache.
-var scriptSources = []string{reserveOneLua, reserveBatchLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}
+var scriptSources = []string{reserveOneLua, reserveBatchLua, reserveSoldOutLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}

@@ -303,7 +303,7 @@ type procDriver struct {
 	wheel wheel
 
 	unitsLeft atomic.Int64
-	admitRate atomic.Value // float64
+	admitRate atomic.Value  // float64
 	warmed    atomic.Uint32 // what warm read, kept so that its reads are made
 	timeline  []Point
 	lastUpTo  int64

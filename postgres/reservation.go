@@ -433,7 +433,7 @@ func (s *Store) ReservationStates(ctx context.Context, saleID string, ids []stri
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT reservation_id, state FROM reservations
-		WHERE sale_id = $1 AND reservation_id = ANY($2)`, saleID, ids)
+		WHERE sale_id = $1 AND reservation_id = ANY($2)`, growingTable, saleID, ids)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: reservation states: %w", err)
 	}

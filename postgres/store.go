@@ -134,6 +134,21 @@ func (s *Store) Sibling(ctx context.Context, maxConns int32) (*Store, error) {
 	return &Store{pool: pool, now: s.now, onEvents: s.onEvents, url: s.url}, nil
 }
 
+// growingTable, passed as a query's first argument, has PostgreSQL plan
+// the query for its arguments every time it runs, on an unnamed statement,
+// rather than from the plan pgx's statement cache keeps per connection.
+// PostgreSQL settles a prepared statement on a generic plan after five
+// runs, and keeps it until the table's statistics change: a plan made
+// while a sale's outbox held a few rows scans the whole table for every
+// batch a relay completes once it holds thousands, and statistics do not
+// change during a sale when autovacuum lags (or is off). Measured on the
+// rehearsal against a server: the relay's connection spent half a core on
+// sequential scans of the outbox (BENCHMARKS.md, issue 7). It costs a plan
+// per call, which the statements that take it (per batch, per operator
+// view, never per shopper) can afford; statements on a unique key keep
+// their cached plans, which cannot go wrong that way.
+const growingTable = pgx.QueryExecModeExec
+
 // eventsWritten tells the events hook that a commit wrote events.
 func (s *Store) eventsWritten() {
 	if s.onEvents != nil {

@@ -7,9 +7,12 @@
 #  2. against "flashsale serve" on Redis and PostgreSQL over loopback:
 #     TARGET_USERS (100,000) shoppers for TARGET_UNITS (2,000) units, with a
 #     quiet second sale and a plain query beside the big one, their p99
-#     compared with an idle baseline taken first.
+#     compared with an idle baseline taken first (the probe in a process of
+#     its own; the crowd at nice CROWD_NICE, 10, once the probe has its
+#     baseline, so that it takes the CPU the server leaves, as shoppers on
+#     machines of their own would).
 #
-#   bench/rehearse.sh        # USERS=2000000 UNITS=10000 TARGET_USERS=100000 TARGET_UNITS=2000
+#   bench/rehearse.sh        # USERS=2000000 UNITS=10000 TARGET_USERS=100000 TARGET_UNITS=2000 CROWD_NICE=10
 #
 # Prints each report and keeps them (with their HTML pages) in OUT
 # (default ./rehearsal-out). Needs PostgreSQL and Redis at TEST_DATABASE_URL
@@ -22,6 +25,7 @@ USERS=${USERS:-2000000}
 UNITS=${UNITS:-10000}
 TARGET_USERS=${TARGET_USERS:-100000}
 TARGET_UNITS=${TARGET_UNITS:-2000}
+CROWD_NICE=${CROWD_NICE:-10}
 OUT=${OUT:-./rehearsal-out}
 . bench/lib.sh
 need rehearse.sh psql redis-cli
@@ -43,5 +47,5 @@ echo "== 2. against a server on Redis and PostgreSQL: $TARGET_USERS shoppers, $T
 start server "$work/flashsale" serve --addr 127.0.0.1:0 --data-dir "$work/server" --redis-url "$REDIS_URL" \
 	--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --log-level warn
 "$work/flashsale" rehearse --target "$server_url" --admin-token "$admin" --users "$TARGET_USERS" --units "$TARGET_UNITS" \
-	--seed 2 --no-progress --quiet-sale --plain-query-url "$dburl" --report "$OUT/against-server.html" \
+	--seed 2 --no-progress --quiet-sale --plain-query-url "$dburl" --crowd-nice "$CROWD_NICE" --report "$OUT/against-server.html" \
 	2>&1 | tee "$OUT/against-server.txt"

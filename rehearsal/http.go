@@ -223,14 +223,29 @@ func (a *admin) createSale(ctx context.Context, s *flashsale.Sale) error {
 	return a.call(ctx, "POST", "/admin/sales", body, nil)
 }
 
-func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
-	secret := []byte(cfg.UserJWTSecret)
-	if len(secret) == 0 {
-		secret = []byte(identity.DevelopmentSecret)
+// shopperSecret is the key the rehearsal signs its shoppers' JWTs with.
+func shopperSecret(cfg Config) []byte {
+	if cfg.UserJWTSecret == "" {
+		return []byte(identity.DevelopmentSecret)
 	}
-	base := strings.TrimRight(cfg.Target, "/")
+	return []byte(cfg.UserJWTSecret)
+}
+
+// targetBase checks the target's URL and returns it without a trailing
+// slash.
+func targetBase(target string) (string, error) {
+	base := strings.TrimRight(target, "/")
 	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errors.New("--target must be an http:// or https:// URL")
+		return "", errors.New("--target must be an http:// or https:// URL")
+	}
+	return base, nil
+}
+
+func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
+	secret := shopperSecret(cfg)
+	base, err := targetBase(cfg.Target)
+	if err != nil {
+		return nil, err
 	}
 	adm := &admin{base: base, token: cfg.AdminToken, hc: &http.Client{Timeout: 30 * time.Second}}
 	// The crowd starts arriving a few seconds from now, by the target's
@@ -243,7 +258,11 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	if err := adm.createSale(ctx, r.saleSpec()); err != nil {
 		return nil, fmt.Errorf("create the sale: %w", err)
 	}
-	var quiet *quietProbe
+	var (
+		quiet     *quietProbe
+		probe     *probeChild
+		quietNote string
+	)
 	if cfg.Quiet {
 		qsku := "quiet-" + strconv.FormatUint(cfg.Seed%1e9, 36)
 		now := time.Now().UTC()
@@ -252,9 +271,23 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 			Fairness: flashsale.FairnessFIFO}); err != nil {
 			return nil, fmt.Errorf("create the quiet sale: %w", err)
 		}
-		var err error
-		if quiet, err = startQuiet(ctx, cfg, newHTTPClient(base, qsku, 8, secret)); err != nil {
+		if len(cfg.ProbeCommand) > 0 {
+			if probe, err = startProbeChild(ctx, cfg.ProbeCommand, cfg.ProbeEnv, qsku); err != nil {
+				return nil, err
+			}
+			defer probe.kill()
+			quietNote = "the probe in a process of its own at normal priority"
+			if cfg.CrowdNice > 0 {
+				if err := lowerPriority(cfg.CrowdNice); err != nil {
+					quietNote += fmt.Sprintf("; the crowd could not be given a lower priority (%v)", err)
+				} else {
+					quietNote += fmt.Sprintf(", the crowd at nice %d, standing in for shoppers on machines of their own", cfg.CrowdNice)
+				}
+			}
+		} else if quiet, err = startQuiet(ctx, cfg, newHTTPClient(base, qsku, 8, secret)); err != nil {
 			return nil, err
+		} else {
+			quietNote = "the probe in the crowd's own process"
 		}
 	}
 	d := &httpDriver{run: r, adm: adm}
@@ -262,14 +295,22 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	before, scraped := adm.scrape(ctx)
 	wallStart := time.Now()
 	stopProgress := r.progress(d.unitsLeft.Load, func() float64 { return float64(d.admitRate.Load()) })
-	err := d.drive(ctx)
+	err = d.drive(ctx)
 	stopProgress()
 	wall := time.Since(wallStart)
+	var quietFigures *QuietFigures
 	if quiet != nil {
 		quiet.stop()
+		quietFigures = quiet.figures()
+	}
+	if probe != nil && err == nil {
+		quietFigures, err = probe.finish()
 	}
 	if err != nil {
 		return nil, err
+	}
+	if quietFigures != nil {
+		quietFigures.Note = quietNote
 	}
 	rep, err := r.report(ctx, d.figures, wall, wall)
 	if err != nil {
@@ -281,9 +322,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 		recordCallsFromMetrics(rep, before, after)
 	}
 	rep.Timeline = d.timeline
-	if quiet != nil {
-		rep.Quiet = quiet.figures()
-	}
+	rep.Quiet = quietFigures
 	return rep, nil
 }
 

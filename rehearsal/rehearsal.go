@@ -78,6 +78,16 @@ type Config struct {
 	// baseline measured before the big sale.
 	Quiet         bool
 	PlainQueryURL string
+	// ProbeCommand, against a target, runs the quiet probe as a child
+	// process: the command (argv) to which the quiet sale's SKU is
+	// appended, which must run Probe; ProbeEnv is added to its
+	// environment (secrets go there, never in argv). Empty: the probe runs
+	// in this process, beside the crowd. CrowdNice, when above zero, is
+	// the niceness the rehearsal gives itself once the child has its idle
+	// baseline, so that the crowd takes only the CPU the server leaves.
+	ProbeCommand []string
+	ProbeEnv     []string
+	CrowdNice    int
 
 	// Seed makes the crowd reproducible (default: random).
 	Seed uint64

@@ -138,9 +138,12 @@ func TestAgainstServer(t *testing.T) {
 	t.Cleanup(func() { cancel(); eng.Stop() })
 	srv := httptest.NewServer(eng.Handler)
 	t.Cleanup(srv.Close)
-	rep, err := rehearsal.Run(context.Background(), rehearsal.Config{Target: srv.URL, Users: 300, Units: 20, Seed: 5,
+	cfg := rehearsal.Config{Target: srv.URL, Users: 300, Units: 20, Seed: 5,
 		Hold: 2 * time.Second, Arrival: 2 * time.Second, ChallengeBits: 2, Concurrency: 32, Quiet: true,
-		PlainQueryURL: dbURL})
+		PlainQueryURL: dbURL}
+	// The probe in a process of its own, as flashsale rehearse runs it.
+	probeCommand(&cfg, "probe", srv.URL, dbURL)
+	rep, err := rehearsal.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +154,9 @@ func TestAgainstServer(t *testing.T) {
 	noRecordForRejections(t, rep)
 	if rep.Quiet == nil || len(rep.Quiet.Lines) != 2 || rep.Quiet.Lines[0].N == 0 || rep.Quiet.Lines[1].N == 0 {
 		t.Errorf("the quiet sale was not measured: %+v", rep.Quiet)
+	}
+	if rep.Quiet != nil && !strings.Contains(rep.Quiet.Note, "process of its own") {
+		t.Errorf("the report does not say the probe ran apart: %q", rep.Quiet.Note)
 	}
 }
 

@@ -289,6 +289,9 @@ func (rep *Report) WriteText(w io.Writer) {
 	}
 	if q := rep.Quiet; q != nil {
 		fmt.Fprintln(w, "\nIsolation: a quiet sale and a plain query beside the big one (p99, wall time)")
+		if q.Note != "" {
+			fmt.Fprintf(w, "  (%s)\n", q.Note)
+		}
 		fmt.Fprintf(w, "  %-32s %10s %10s %8s %10s\n", "", "idle", "during", "ratio", "requests")
 		for _, l := range q.Lines {
 			fmt.Fprintf(w, "  %-32s %10s %10s %7.2fx %10s\n", l.Name, durText(l.Idle), durText(l.During),

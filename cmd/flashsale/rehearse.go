@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -60,6 +61,8 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&cfg.Workers, "workers", 0, "in process: goroutines running the shoppers (default 2 per CPU)")
 	fs.BoolVar(&quiet, "quiet-sale", false, "run a quiet second sale and a plain query beside the big one and compare their p99 with idle")
 	fs.StringVar(&cfg.PlainQueryURL, "plain-query-url", "", "PostgreSQL the plain query runs against (default --database-url)")
+	fs.IntVar(&cfg.CrowdNice, "crowd-nice", 10, "with --target and --quiet-sale: the niceness the crowd runs at once the probe, in a process of its own, has its idle baseline (0: unchanged)")
+	probeSKU := fs.String("probe-sku", "", "run only the isolation probe of this quiet sale against --target (what --quiet-sale starts as its own process)")
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "makes the crowd reproducible (0: random)")
 	fs.StringVar(&report, "report", "", "also write the report as an HTML page to this file")
 	noProgress := fs.Bool("no-progress", false, "no live progress line")
@@ -72,8 +75,14 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("rehearse takes no arguments, got %q", fs.Args())}
 	}
+	if *probeSKU != "" {
+		return rehearsal.Probe(ctx, cfg, *probeSKU, os.Stdin, stdout)
+	}
 	cfg.Fairness = flashsale.Fairness(fairness)
 	cfg.Quiet = quiet
+	if quiet && cfg.Target != "" {
+		probeInChild(&cfg)
+	}
 	if !*noProgress {
 		cfg.Progress = stderr
 	}
@@ -122,4 +131,23 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("oversold by %d units", rep.Oversold)
 	}
 	return nil
+}
+
+// probeInChild has the rehearsal run its isolation probe as a child
+// process of this same program (see rehearsal.Probe), so that the crowd's
+// CPU is not the probe's. The shoppers' key and the plain query's URL go
+// to the child in its environment, never on its command line. Where this
+// program cannot find itself the probe stays in process.
+func probeInChild(cfg *rehearsal.Config) {
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	cfg.ProbeCommand = []string{exe, "rehearse", "--target", cfg.Target, "--no-progress", "--probe-sku"}
+	if cfg.UserJWTSecret != "" {
+		cfg.ProbeEnv = append(cfg.ProbeEnv, "FLASHSALE_USER_JWT_SECRET="+cfg.UserJWTSecret)
+	}
+	if url := cmp.Or(cfg.PlainQueryURL, cfg.DatabaseURL); url != "" {
+		cfg.ProbeEnv = append(cfg.ProbeEnv, "FLASHSALE_DATABASE_URL="+url)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flashsale/flashsale/rehearsal"
 )
 
 // flashsale rehearse runs a sale in process and prints the funnel; with
@@ -33,6 +35,29 @@ func TestRehearseCommand(t *testing.T) {
 	for _, bad := range [][]string{{"rehearse", "--users", "0"}, {"rehearse", "--fairness", "loudest"}, {"rehearse", "extra"}} {
 		if err := run(context.Background(), bad, env(nil), &o, &e); err == nil {
 			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+// Against a target, --quiet-sale runs the probe as this program's own
+// child, with the secrets in its environment and never on its command
+// line, where any user of the machine could read them.
+func TestProbeInChild(t *testing.T) {
+	cfg := rehearsal.Config{Target: "http://127.0.0.1:1", UserJWTSecret: "jwt-secret",
+		DatabaseURL: "postgres://u:db-secret@h/db", PlainQueryURL: "postgres://u:plain-secret@h/db"}
+	probeInChild(&cfg)
+	argv := strings.Join(cfg.ProbeCommand, " ")
+	if len(cfg.ProbeCommand) < 2 || cfg.ProbeCommand[len(cfg.ProbeCommand)-1] != "--probe-sku" ||
+		!strings.Contains(argv, "rehearse --target http://127.0.0.1:1") {
+		t.Fatalf("probe command %q: want this program's rehearse --target ... --probe-sku", argv)
+	}
+	if strings.Contains(argv, "secret") {
+		t.Errorf("a secret on the probe's command line: %q", argv)
+	}
+	env := strings.Join(cfg.ProbeEnv, "\n")
+	for _, want := range []string{"FLASHSALE_USER_JWT_SECRET=jwt-secret", "FLASHSALE_DATABASE_URL=postgres://u:plain-secret@h/db"} {
+		if !strings.Contains(env, want) {
+			t.Errorf("probe environment lacks %q: %q", want, env)
 		}
 	}
 }

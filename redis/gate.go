@@ -248,15 +248,16 @@ func (k keys) all() []string {
 	return []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
 }
 
-// fail turns a failed call into the error the gate returns. A reply from
-// Redis that is an error (a script error, a wrong type) is a bug or a
-// misconfiguration, and stays an internal error; anything else means Redis
-// did not answer, which the caller must treat as "fail closed, try again".
+// fail turns a failed call into the error the gate returns: unavailable,
+// which the caller treats as "fail closed, try again". That holds for an
+// error reply from Redis too: most are passing (READONLY while a replica
+// is promoted, LOADING, BUSY, OOM, TRYAGAIN, CLUSTERDOWN), and the rest (a
+// wrong type left by an older version, a script error) mean the gate's
+// state cannot be trusted, which is what failing closed and rebuilding
+// from the record are for. The reply's text stays in the error for the
+// log.
 func fail(op string, err error) error {
 	err = fmt.Errorf("redis gate: %s: %w", op, err)
-	if _, ok := rueidis.IsRedisErr(err); ok {
-		return err
-	}
 	return flashsale.Wrap(err, flashsale.CodeUnavailable, "The sale cannot take reservations right now; try again shortly.")
 }
 

@@ -457,6 +457,11 @@ func TestOldAdmissionSetFailsClosed(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("%s on the old sorted set: %v; want a WRONGTYPE error", what, err)
 		}
+		// Unavailable, so that the engine fails closed and the operator
+		// rebuilds, as for a Redis that does not answer.
+		if code := flashsale.ErrorCode(err); code != flashsale.CodeUnavailable {
+			t.Fatalf("%s on the old sorted set: code %q; want %q", what, code, flashsale.CodeUnavailable)
+		}
 		after := f.dump()
 		if len(after) != len(before) {
 			t.Fatalf("%s changed the keys: %d, were %d", what, len(after), len(before))

@@ -8,9 +8,9 @@ import (
 
 // lowerPriority gives every thread of this process the niceness n. On
 // Linux a niceness belongs to a thread, not to the process, and a new
-// thread takes its creator's, so setting it on each thread there is covers
-// the threads the Go runtime starts later. The list is read twice, for a
-// thread started while the first pass ran.
+// thread takes its creator's: once every thread has n, so do the threads
+// the Go runtime starts later. The list is read twice, for a thread
+// started while the first pass ran.
 func lowerPriority(n int) error {
 	for range 2 {
 		tasks, err := os.ReadDir("/proc/self/task")

@@ -149,10 +149,15 @@ func (p *probeChild) kill() {
 	_ = p.cmd.Wait()
 }
 
+// failed describes a child that did not keep to the protocol: its error
+// output if it wrote any, else the line it wrote instead. The caller has
+// waited for the child, so its error output is complete.
 func (p *probeChild) failed(what, line string, err error) error {
-	msg := strings.TrimSpace(p.stderr.String())
-	if msg == "" {
-		msg = line
+	if err == nil {
+		err = fmt.Errorf("it wrote %q", line)
 	}
-	return fmt.Errorf("the isolation probe: %s: %v (%s)", what, err, msg)
+	if msg := strings.TrimSpace(p.stderr.String()); msg != "" {
+		return fmt.Errorf("the isolation probe: %s: %w (%s)", what, err, msg)
+	}
+	return fmt.Errorf("the isolation probe: %s: %w", what, err)
 }

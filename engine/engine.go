@@ -373,7 +373,7 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	if cfg.RedisURL == "" || cfg.OriginURL == "" {
 		return errors.New("an edge needs --redis-url (the queue it shares with the origin) and --origin-url")
 	}
-	client, err := OpenRedis(ctx, cfg.RedisURL)
+	client, err := OpenRedis(ctx, cfg.RedisURL, redisName("queue", cfg.RedisPrefix))
 	if err != nil {
 		return err
 	}
@@ -593,11 +593,23 @@ func (e *Engine) openGate(ctx context.Context) error {
 		}
 		return nil
 	}
-	client, err := OpenRedis(ctx, cfg.RedisURL)
+	// Two clients, each with connections of its own: one for the stock
+	// gate and the purchase limits, one for the waiting room's queue. Every
+	// shopper's first ticket is a queue call, so in a rush the queue's replies
+	// are thousands a second; on shared connections a reserve's reply
+	// would wait behind them, in Redis's answers and in the client's one
+	// reader of each connection, and one sale's arrivals would slow every
+	// other sale's purchases.
+	client, err := OpenRedis(ctx, cfg.RedisURL, redisName("gate", cfg.RedisPrefix))
 	if err != nil {
 		return err
 	}
 	e.closers = append(e.closers, func() error { client.Close(); return nil })
+	queueClient, err := OpenRedis(ctx, cfg.RedisURL, redisName("queue", cfg.RedisPrefix))
+	if err != nil {
+		return err
+	}
+	e.closers = append(e.closers, func() error { queueClient.Close(); return nil })
 	// A sale's shards never change, so the gate asks the record once per
 	// sale; a sale of one shard is the plain gate's.
 	e.sharded = fsredis.NewSharded(fsredis.ShardedConfig{
@@ -616,7 +628,7 @@ func (e *Engine) openGate(ctx context.Context) error {
 		},
 	})
 	e.Gate = e.sharded
-	e.Queue = fsredis.NewQueue(client, cfg.RedisPrefix)
+	e.Queue = fsredis.NewQueue(queueClient, cfg.RedisPrefix)
 	if burst > 0 {
 		b := fsredis.Budget{Every: every, Burst: burst}
 		e.limiter = fsredis.NewLimiter(client, cfg.RedisPrefix, b, b)
@@ -627,10 +639,16 @@ func (e *Engine) openGate(ctx context.Context) error {
 // OpenRedis connects to a Redis or a Redis Cluster (redis://host:port/db, or
 // redis://host:port?addr=host:port&addr=host:port) with timeouts short
 // enough that the sale fails closed within a second when Redis is gone.
-func OpenRedis(ctx context.Context, url string) (rueidis.Client, error) {
+// Its connections take name (CLIENT SETNAME; none when empty, or when the
+// URL names them itself), so that CLIENT LIST tells an operator whose
+// connection is whose.
+func OpenRedis(ctx context.Context, url, name string) (rueidis.Client, error) {
 	opt, err := rueidis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url: %w", err)
+	}
+	if opt.ClientName == "" {
+		opt.ClientName = name
 	}
 	opt.DisableCache = true
 	opt.Dialer.Timeout = 500 * time.Millisecond
@@ -640,6 +658,22 @@ func OpenRedis(ctx context.Context, url string) (rueidis.Client, error) {
 		return nil, fmt.Errorf("connect to Redis: %w", err)
 	}
 	return client, nil
+}
+
+// redisName names a client's connections "flashsale-ROLE-PREFIX", the key
+// prefix (default "fs:") telling one deployment from another on a shared
+// Redis. Characters CLIENT SETNAME refuses (spaces, controls, non-ASCII)
+// become '_'.
+func redisName(role, prefix string) string {
+	if prefix == "" {
+		prefix = "fs:"
+	}
+	return strings.Map(func(r rune) rune {
+		if r <= ' ' || r > '~' {
+			return '_'
+		}
+		return r
+	}, "flashsale-"+role+"-"+prefix)
 }
 
 // Start runs the background services until Stop or ctx ends: at an edge

@@ -438,3 +438,44 @@ func TestReservationRoutesShareOneBudget(t *testing.T) {
 		t.Fatalf("the repeat: %d %s, want the same order as %s", again.status, again.body, r.body)
 	}
 }
+
+// TestQueueAndGateTalkToRedisApart: on Redis the waiting room's queue and
+// the stock gate each have connections of their own, named for them, so
+// that a rush of first tickets (one queue call each) never stands in
+// front of a reserve's reply on a shared connection.
+func TestQueueAndGateTalkToRedisApart(t *testing.T) {
+	h := newHarness(t, backend{name: "redis+sqlite", redis: true}, func(*engine.Config) {})
+	h.createSale("apart", nil)
+	if r := h.reserve("apart", "alice", h.admit("apart", "alice"), "k", nil); r.status != http.StatusCreated {
+		t.Fatalf("reserve: %d %s", r.status, r.body)
+	}
+	list, err := h.redis.Do(context.Background(), h.redis.B().ClientList().Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One line a connection, "id=7 addr=… name=flashsale-gate-… cmd=evalsha
+	// …", cmd its last command. A connection whose last command is one
+	// the client sends on connecting (or to keep the connection alive)
+	// may have done none of the work.
+	idle := map[string]bool{"NULL": true, "hello": true, "ping": true, "client|setname": true, "client|setinfo": true,
+		"cluster|slots": true}
+	worked := map[string][]string{}
+	for _, line := range strings.Split(list, "\n") {
+		var name, cmd string
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "name="); ok {
+				name = v
+			} else if v, ok := strings.CutPrefix(f, "cmd="); ok {
+				cmd = v
+			}
+		}
+		if !idle[cmd] {
+			worked[name] = append(worked[name], cmd)
+		}
+	}
+	for _, role := range []string{"gate", "queue"} {
+		if name := "flashsale-" + role + "-" + h.prefix; len(worked[name]) == 0 {
+			t.Errorf("no Redis connection named %s did any work; last commands by name: %v", name, worked)
+		}
+	}
+}

@@ -207,7 +207,7 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.RedisURL != "" {
 		// The rehearsal's keys (gate, queue, limits) go when it does.
 		defer func() {
-			client, err := engine.OpenRedis(context.WithoutCancel(ctx), cfg.RedisURL)
+			client, err := engine.OpenRedis(context.WithoutCancel(ctx), cfg.RedisURL, "")
 			if err != nil {
 				return
 			}

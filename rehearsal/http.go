@@ -248,16 +248,6 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	adm := &admin{base: base, token: cfg.AdminToken, hc: &http.Client{Timeout: 30 * time.Second}}
-	// The crowd starts arriving a few seconds from now, by the target's
-	// clock as far as this machine can tell.
-	opensAt := time.Now().UTC().Add(cfg.Arrival*3/10 + 3*time.Second).Truncate(time.Millisecond)
-	c := newHTTPClient(base, "", cfg.Concurrency, secret)
-	r := newRun(cfg, c, opensAt)
-	r.suspects = &suspectPolls{}
-	c.sku = r.sku
-	if err := adm.createSale(ctx, r.saleSpec()); err != nil {
-		return nil, fmt.Errorf("create the sale: %w", err)
-	}
 	var (
 		quiet     *quietProbe
 		probe     *probeChild
@@ -290,6 +280,30 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 			quietNote = "the probe in the crowd's own process"
 		}
 	}
+	// The crowd starts arriving a few seconds from now, by the target's
+	// clock as far as this machine can tell: after the probe's idle
+	// baseline, so that the arrivals due while it was taken do not all
+	// come at once when the driver starts.
+	opensAt := time.Now().UTC().Add(cfg.Arrival*3/10 + 3*time.Second).Truncate(time.Millisecond)
+	c := newHTTPClient(base, "", cfg.Concurrency, secret)
+	r := newRun(cfg, c, opensAt)
+	r.suspects = &suspectPolls{}
+	c.sku = r.sku
+	if err := adm.createSale(ctx, r.saleSpec()); err != nil {
+		return nil, fmt.Errorf("create the sale: %w", err)
+	}
+	// The probe counts its rounds while the crowd arrives apart as well:
+	// the rush, the busiest seconds of the sale.
+	rush := func(on bool) {
+		if probe != nil {
+			probe.rush(on)
+		} else if quiet != nil {
+			quiet.rush.Store(on)
+		}
+	}
+	first := opensAt.Add(-cfg.Arrival * 3 / 10)
+	rushes := time.AfterFunc(time.Until(first), func() { rush(true) })
+	calms := time.AfterFunc(time.Until(first.Add(cfg.Arrival)), func() { rush(false) })
 	d := &httpDriver{run: r, adm: adm}
 	d.unitsLeft.Store(int64(cfg.Units))
 	before, scraped := adm.scrape(ctx)
@@ -297,6 +311,8 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	stopProgress := r.progress(d.unitsLeft.Load, func() float64 { return float64(d.admitRate.Load()) })
 	err = d.drive(ctx)
 	stopProgress()
+	rushes.Stop()
+	calms.Stop()
 	wall := time.Since(wallStart)
 	var quietFigures *QuietFigures
 	if quiet != nil {

@@ -27,17 +27,23 @@ import (
 // The protocol between the two is lines on the child's standard streams:
 // the child writes probeIdleLine once its idle baseline is taken, measures
 // "during" until its standard input closes, then writes its QuietFigures
-// as one JSON document and exits.
+// as one JSON document and exits. Meanwhile the rehearsal writes
+// probeRushLine to it when the crowd starts to arrive and probeCalmLine
+// once the whole crowd has arrived: the rounds between are the rush.
 
-// probeIdleLine is what the probe child writes once it has its idle
-// baseline.
-const probeIdleLine = "idle baseline taken"
+// The protocol's lines.
+const (
+	probeIdleLine = "idle baseline taken"
+	probeRushLine = "rush"
+	probeCalmLine = "calm"
+)
 
 // Probe runs only the isolation probe against cfg.Target, for the quiet
 // sale with the given SKU (which the parent rehearsal created): it measures
-// the idle baseline, says so on out, measures "during" until in reaches its
-// end or ctx is done, and writes the figures to out as JSON. It is the
-// body of the child process that Config.ProbeCommand starts.
+// the idle baseline, says so on out, measures "during" (and the rush, as
+// in's lines say) until in reaches its end or ctx is done, and writes the
+// figures to out as JSON. It is the body of the child process that
+// Config.ProbeCommand starts.
 func Probe(ctx context.Context, cfg Config, sku string, in io.Reader, out io.Writer) error {
 	if sku == "" {
 		return errors.New("the probe needs the quiet sale's SKU")
@@ -56,7 +62,15 @@ func Probe(ctx context.Context, cfg Config, sku string, in io.Reader, out io.Wri
 	}
 	ended := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(io.Discard, in)
+		lines := bufio.NewScanner(in)
+		for lines.Scan() {
+			switch lines.Text() {
+			case probeRushLine:
+				q.rush.Store(true)
+			case probeCalmLine:
+				q.rush.Store(false)
+			}
+		}
 		close(ended)
 	}()
 	select {
@@ -123,6 +137,16 @@ func (p *probeChild) readLine() (string, error) {
 	case <-time.After(probeWait):
 		return "", errors.New("timed out")
 	}
+}
+
+// rush tells the child that the crowd started to arrive (on) or has all
+// arrived. A child that is gone is found out by finish.
+func (p *probeChild) rush(on bool) {
+	line := probeCalmLine
+	if on {
+		line = probeRushLine
+	}
+	_, _ = io.WriteString(p.stdin, line+"\n")
 }
 
 // finish ends the child's "during" measurement and returns its figures.

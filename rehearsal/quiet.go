@@ -22,23 +22,31 @@ type QuietFigures struct {
 	Note string `json:",omitempty"`
 }
 
-// QuietLine is one probe's p99, idle and during the big sale.
+// QuietLine is one probe's p99, idle and during the big sale (over N
+// rounds), and in the rush: while the crowd arrived, the busiest seconds of
+// the sale, over RushN of those rounds. Rush is zero where the probe was
+// not told when the crowd arrived (in process, where time is compressed).
 type QuietLine struct {
 	Name         string
 	Idle, During time.Duration
 	N            int64
+	Rush         time.Duration `json:",omitempty"`
+	RushN        int64         `json:",omitempty"`
 }
 
 // quietProbe runs a shopper of a quiet sale (ticket, status, reserve, then
 // cancel so that the stock lasts) and a plain query, a few times a second
-// in wall time, into one histogram while idle and another afterwards.
+// in wall time, into one histogram while idle and another afterwards, and
+// a third while rush is set.
 type quietProbe struct {
-	c        client
-	conn     *pgx.Conn
-	n        atomic.Int64
-	during   atomic.Bool
-	reserve  [2]hist
-	query    [2]hist
+	c      client
+	conn   *pgx.Conn
+	n      atomic.Int64
+	during atomic.Bool
+	// rush is set while the crowd arrives.
+	rush     atomic.Bool
+	reserve  [3]hist // idle, during, rush (a part of during)
+	query    [3]hist
 	failures atomic.Int64
 	stopped  chan struct{}
 	wg       sync.WaitGroup
@@ -112,11 +120,16 @@ func (q *quietProbe) loop(ctx context.Context) {
 }
 
 // once is one round of the probe, counted in phase 0 (idle) or 1 (during
-// the big sale), or not at all (phase -1).
+// the big sale, and in the rush too while rush is set), or not at all
+// (phase -1).
 func (q *quietProbe) once(ctx context.Context, phase int) {
-	record := func(h *[2]hist, d time.Duration) {
+	rush := phase == 1 && q.rush.Load()
+	record := func(h *[3]hist, d time.Duration) {
 		if phase >= 0 {
 			h[phase].add(d)
+		}
+		if rush {
+			h[2].add(d)
 		}
 	}
 	n := q.n.Add(1)
@@ -158,11 +171,13 @@ func (q *quietProbe) stop() {
 }
 
 func (q *quietProbe) figures() *QuietFigures {
-	f := &QuietFigures{Lines: []QuietLine{{Name: "quiet sale: reserve", Idle: q.reserve[0].quantile(0.99),
-		During: q.reserve[1].quantile(0.99), N: q.reserve[1].count()}}}
+	line := func(name string, h *[3]hist) QuietLine {
+		return QuietLine{Name: name, Idle: h[0].quantile(0.99), During: h[1].quantile(0.99), N: h[1].count(),
+			Rush: h[2].quantile(0.99), RushN: h[2].count()}
+	}
+	f := &QuietFigures{Lines: []QuietLine{line("quiet sale: reserve", &q.reserve)}}
 	if q.conn != nil {
-		f.Lines = append(f.Lines, QuietLine{Name: "plain query (PostgreSQL)", Idle: q.query[0].quantile(0.99),
-			During: q.query[1].quantile(0.99), N: q.query[1].count()})
+		f.Lines = append(f.Lines, line("plain query (PostgreSQL)", &q.query))
 	}
 	return f
 }

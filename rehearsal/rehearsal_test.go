@@ -155,6 +155,15 @@ func TestAgainstServer(t *testing.T) {
 	if rep.Quiet == nil || len(rep.Quiet.Lines) != 2 || rep.Quiet.Lines[0].N == 0 || rep.Quiet.Lines[1].N == 0 {
 		t.Errorf("the quiet sale was not measured: %+v", rep.Quiet)
 	}
+	if rep.Quiet != nil {
+		// The rush is the part of the big sale while the crowd arrived,
+		// which the rehearsal told the probe child of.
+		for _, l := range rep.Quiet.Lines {
+			if l.RushN == 0 || l.RushN > l.N || l.Rush == 0 {
+				t.Errorf("%s: rush measured over %d of %d rounds, p99 %v", l.Name, l.RushN, l.N, l.Rush)
+			}
+		}
+	}
 	if rep.Quiet != nil && !strings.Contains(rep.Quiet.Note, "process of its own") {
 		t.Errorf("the report does not say the probe ran apart: %q", rep.Quiet.Note)
 	}

@@ -292,11 +292,17 @@ func (rep *Report) WriteText(w io.Writer) {
 		if q.Note != "" {
 			fmt.Fprintf(w, "  (%s)\n", q.Note)
 		}
-		fmt.Fprintf(w, "  %-32s %10s %10s %8s %10s\n", "", "idle", "during", "ratio", "requests")
+		fmt.Fprintf(w, "  %-28s %9s %9s %8s %10s %9s %8s %8s\n", "", "idle", "during", "ratio", "requests",
+			"rush", "ratio", "requests")
 		for _, l := range q.Lines {
-			fmt.Fprintf(w, "  %-32s %10s %10s %7.2fx %10s\n", l.Name, durText(l.Idle), durText(l.During),
-				float64(l.During)/float64(max(l.Idle, 1)), thousands(l.N))
+			rush, ratio := "-", "-"
+			if l.RushN > 0 {
+				rush, ratio = durText(l.Rush), fmt.Sprintf("%.2fx", float64(l.Rush)/float64(max(l.Idle, 1)))
+			}
+			fmt.Fprintf(w, "  %-28s %9s %9s %7.2fx %10s %9s %8s %8s\n", l.Name, durText(l.Idle), durText(l.During),
+				float64(l.During)/float64(max(l.Idle, 1)), thousands(l.N), rush, ratio, thousands(l.RushN))
 		}
+		fmt.Fprintln(w, "  (the rush: while the crowd arrived, the busiest seconds of the sale)")
 	}
 	if rep.Warnings > 0 {
 		fmt.Fprintf(w, "\nThe engine logged %d warnings or errors; the first: %s\n", rep.Warnings, strings.Join(rep.FirstWarnings, " | "))

@@ -24,7 +24,9 @@ import (
 // httpClient speaks the shopper protocol to a server over HTTP, each
 // shopper with its own JWT.
 type httpClient struct {
-	base   string
+	base string
+	// room is where the waiting room's routes go: base, or an edge.
+	room   string
 	sku    string
 	hc     *http.Client
 	secret []byte
@@ -40,8 +42,18 @@ func newHTTPClient(base, sku string, conns int, secret []byte) *httpClient {
 		MaxConnsPerHost:     conns,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return &httpClient{base: strings.TrimRight(base, "/"), sku: sku, secret: secret, now: time.Now,
+	base = strings.TrimRight(base, "/")
+	return &httpClient{base: base, room: base, sku: sku, secret: secret, now: time.Now,
 		hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+}
+
+// withRoom sends the waiting room's routes to room (an edge's base URL)
+// when it is set, and returns c.
+func (c *httpClient) withRoom(room string) *httpClient {
+	if room != "" {
+		c.room = room
+	}
+	return c
 }
 
 // jwt returns the shopper's JWT, minted on first use.
@@ -80,12 +92,17 @@ type answer struct {
 // answer is "transport"; an answer without a contract error code
 // "http_<status>".
 func (c *httpClient) do(ctx context.Context, method, path string, header map[string]string, body any) reply {
+	return c.to(ctx, c.base, method, path, header, body)
+}
+
+// to is do against base, which is c.base or c.room.
+func (c *httpClient) to(ctx context.Context, base, method, path string, header map[string]string, body any) reply {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
 		return reply{code: "transport", records: -1}
 	}
@@ -130,19 +147,19 @@ func (c *httpClient) bearer(who persona, sh *shopper) map[string]string {
 }
 
 func (c *httpClient) register(ctx context.Context, who persona, sh *shopper) reply {
-	return c.do(ctx, "POST", "/sale/"+c.sku+"/register", c.bearer(who, sh), struct{}{})
+	return c.to(ctx, c.room, "POST", "/sale/"+c.sku+"/register", c.bearer(who, sh), struct{}{})
 }
 
 func (c *httpClient) ticket(ctx context.Context, who persona, sh *shopper) reply {
-	return c.do(ctx, "GET", "/sale/"+c.sku+"/ticket", c.bearer(who, sh), nil)
+	return c.to(ctx, c.room, "GET", "/sale/"+c.sku+"/ticket", c.bearer(who, sh), nil)
 }
 
 func (c *httpClient) status(ctx context.Context, ticket string) reply {
-	return c.do(ctx, "GET", "/sale/"+c.sku+"/status?token="+url.QueryEscape(ticket), nil, nil)
+	return c.to(ctx, c.room, "GET", "/sale/"+c.sku+"/status?token="+url.QueryEscape(ticket), nil, nil)
 }
 
 func (c *httpClient) admission(ctx context.Context, ticket, salt, nonce string) reply {
-	return c.do(ctx, "POST", "/sale/"+c.sku+"/admission", nil, map[string]string{"token": ticket, "salt": salt, "nonce": nonce})
+	return c.to(ctx, c.room, "POST", "/sale/"+c.sku+"/admission", nil, map[string]string{"token": ticket, "salt": salt, "nonce": nonce})
 }
 
 func (c *httpClient) reserve(ctx context.Context, who persona, sh *shopper, key string) reply {
@@ -247,6 +264,12 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	var room string
+	if cfg.Edge != "" {
+		if room, err = targetBase(cfg.Edge); err != nil {
+			return nil, errors.New("--edge must be an http:// or https:// URL")
+		}
+	}
 	adm := &admin{base: base, token: cfg.AdminToken, hc: &http.Client{Timeout: 30 * time.Second}}
 	var (
 		quiet     *quietProbe
@@ -274,7 +297,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 					quietNote += fmt.Sprintf(", the crowd at nice %d, standing in for shoppers on machines of their own", cfg.CrowdNice)
 				}
 			}
-		} else if quiet, err = startQuiet(ctx, cfg, newHTTPClient(base, qsku, 8, secret)); err != nil {
+		} else if quiet, err = startQuiet(ctx, cfg, newHTTPClient(base, qsku, 8, secret).withRoom(room)); err != nil {
 			return nil, err
 		} else {
 			quietNote = "the probe in the crowd's own process"
@@ -285,7 +308,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	// baseline, so that the arrivals due while it was taken do not all
 	// come at once when the driver starts.
 	opensAt := time.Now().UTC().Add(cfg.Arrival*3/10 + 3*time.Second).Truncate(time.Millisecond)
-	c := newHTTPClient(base, "", cfg.Concurrency, secret)
+	c := newHTTPClient(base, "", cfg.Concurrency, secret).withRoom(room)
 	r := newRun(cfg, c, opensAt)
 	r.suspects = &suspectPolls{}
 	c.sku = r.sku
@@ -334,6 +357,10 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.StalePolls = r.suspects.stale(d.units)
 	rep.Mode = fmt.Sprintf("against %s over HTTP, in real time, %d requests in flight at most", base, cfg.Concurrency)
+	if room != "" {
+		rep.Mode = fmt.Sprintf("against %s over HTTP, the waiting room at the edge %s, in real time, %d requests in flight at most",
+			base, room, cfg.Concurrency)
+	}
 	if after, ok := adm.scrape(ctx); ok && scraped {
 		recordCallsFromMetrics(rep, before, after)
 	}

@@ -52,7 +52,13 @@ func Probe(ctx context.Context, cfg Config, sku string, in io.Reader, out io.Wri
 	if err != nil {
 		return err
 	}
-	q, err := startQuiet(ctx, cfg, newHTTPClient(base, sku, 8, shopperSecret(cfg)))
+	var room string
+	if cfg.Edge != "" {
+		if room, err = targetBase(cfg.Edge); err != nil {
+			return err
+		}
+	}
+	q, err := startQuiet(ctx, cfg, newHTTPClient(base, sku, 8, shopperSecret(cfg)).withRoom(room))
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,11 @@ type Config struct {
 	// Target, when set, is the base URL of a running server; else the
 	// sale runs in process.
 	Target string
+	// Edge, when set with Target, is the base URL of an edge (serve --role
+	// edge): the waiting room's routes (ticket, status, admission,
+	// register) go there, the purchase path and the operator's to Target,
+	// as a deployment with the waiting room at its edges sends them.
+	Edge string
 	// AdminToken creates the sale and reads its figures on Target.
 	AdminToken string
 	// UserJWTSecret signs the shoppers' JWTs on Target (default: the
@@ -120,6 +125,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Hold < time.Second {
 		return errors.New("--hold must be at least 1s")
+	}
+	if c.Edge != "" && c.Target == "" {
+		return errors.New("--edge needs --target, the edge's origin")
 	}
 	if c.AdmissionPerSecond <= 0 {
 		c.AdmissionPerSecond = max(c.Units/4, 50)

@@ -3,8 +3,10 @@ package rehearsal_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,9 +174,71 @@ func TestAgainstServer(t *testing.T) {
 func TestBadConfig(t *testing.T) {
 	for _, cfg := range []rehearsal.Config{{Users: 0, Units: 1}, {Users: 1, Units: 0}, {Users: 1, Units: 1, Bots: 2},
 		{Users: 1, Units: 1, PayFail: 0.6, Abandon: 0.6}, {Users: 1, Units: 1, Fairness: "loudest"},
-		{Users: 1, Units: 1, Target: "ftp://x"}} {
+		{Users: 1, Units: 1, Target: "ftp://x"}, {Users: 1, Units: 1, Edge: "http://edge"},
+		{Users: 1, Units: 1, Target: "http://origin", Edge: "ftp://edge"}} {
 		if _, err := rehearsal.Run(context.Background(), cfg); err == nil {
 			t.Errorf("%+v: no error", cfg)
+		}
+	}
+}
+
+// With an edge, the crowd takes its tickets, polls and admissions there
+// and reserves, pays and reads the figures at the target, as a deployment
+// with its waiting room at the edges is used.
+func TestWaitingRoomAtTheEdge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a sale in real time")
+	}
+	eng, err := engine.Open(context.Background(), engine.Config{DataDir: t.TempDir(), Source: "rehearsal-test",
+		SweepInterval: 200 * time.Millisecond, PaceTick: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	eng.Start(ctx)
+	t.Cleanup(func() { cancel(); eng.Stop() })
+	// Both names serve the one engine; each counts the routes it is asked.
+	var mu sync.Mutex
+	seen := map[string]map[string]int{"origin": {}, "edge": {}}
+	counted := func(name string) *httptest.Server {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			route := r.URL.Path
+			if i := strings.LastIndexByte(route, '/'); strings.HasPrefix(route, "/sale/") && i > 0 {
+				route = route[i+1:] // ticket, status, reserve…
+			}
+			mu.Lock()
+			seen[name][route]++
+			mu.Unlock()
+			eng.Handler.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	origin, edge := counted("origin"), counted("edge")
+	cfg := rehearsal.Config{Target: origin.URL, Edge: edge.URL, Users: 60, Units: 5, Seed: 7,
+		Hold: time.Second, Arrival: time.Second, ChallengeBits: 2, Concurrency: 16}
+	rep, err := rehearsal.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, rep, 5)
+	if !strings.Contains(rep.Mode, edge.URL) {
+		t.Errorf("the report's mode does not name the edge: %q", rep.Mode)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, route := range []string{"ticket", "status", "admission"} {
+		if seen["edge"][route] == 0 || seen["origin"][route] != 0 {
+			t.Errorf("%s: %d at the edge, %d at the origin; want all at the edge", route, seen["edge"][route], seen["origin"][route])
+		}
+	}
+	if seen["edge"]["reserve"] != 0 || seen["origin"]["reserve"] == 0 {
+		t.Errorf("reserve: %d at the edge, %d at the origin; want all at the origin", seen["edge"]["reserve"], seen["origin"]["reserve"])
+	}
+	for route, n := range seen["edge"] {
+		if route != "ticket" && route != "status" && route != "admission" && route != "register" {
+			t.Errorf("the edge was asked %s %d times", route, n)
 		}
 	}
 }

@@ -41,6 +41,7 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 	fs.IntVar(&cfg.Users, "users", 100000, "synthetic shoppers")
 	fs.IntVar(&cfg.Units, "units", 1000, "units for sale")
 	fs.StringVar(&cfg.Target, "target", "", "base URL of a running server (empty: in process)")
+	fs.StringVar(&cfg.Edge, "edge", "", "with --target: base URL of an edge (serve --role edge) that answers the waiting room's routes, the target being its origin")
 	fs.StringVar(&cfg.AdminToken, "admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "the target's admin token")
 	fs.StringVar(&cfg.UserJWTSecret, "user-jwt-secret", getenv("FLASHSALE_USER_JWT_SECRET"), "HS256 secret the target verifies shopper JWTs with (empty: the development key)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 256, "requests in flight against the target")
@@ -144,6 +145,9 @@ func probeInChild(cfg *rehearsal.Config) {
 		return
 	}
 	cfg.ProbeCommand = []string{exe, "rehearse", "--target", cfg.Target, "--no-progress", "--probe-sku"}
+	if cfg.Edge != "" {
+		cfg.ProbeCommand = []string{exe, "rehearse", "--target", cfg.Target, "--edge", cfg.Edge, "--no-progress", "--probe-sku"}
+	}
 	if cfg.UserJWTSecret != "" {
 		cfg.ProbeEnv = append(cfg.ProbeEnv, "FLASHSALE_USER_JWT_SECRET="+cfg.UserJWTSecret)
 	}

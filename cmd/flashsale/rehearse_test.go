@@ -43,13 +43,13 @@ func TestRehearseCommand(t *testing.T) {
 // child, with the secrets in its environment and never on its command
 // line, where any user of the machine could read them.
 func TestProbeInChild(t *testing.T) {
-	cfg := rehearsal.Config{Target: "http://127.0.0.1:1", UserJWTSecret: "jwt-secret",
+	cfg := rehearsal.Config{Target: "http://127.0.0.1:1", Edge: "http://127.0.0.1:2", UserJWTSecret: "jwt-secret",
 		DatabaseURL: "postgres://u:db-secret@h/db", PlainQueryURL: "postgres://u:plain-secret@h/db"}
 	probeInChild(&cfg)
 	argv := strings.Join(cfg.ProbeCommand, " ")
 	if len(cfg.ProbeCommand) < 2 || cfg.ProbeCommand[len(cfg.ProbeCommand)-1] != "--probe-sku" ||
-		!strings.Contains(argv, "rehearse --target http://127.0.0.1:1") {
-		t.Fatalf("probe command %q: want this program's rehearse --target ... --probe-sku", argv)
+		!strings.Contains(argv, "rehearse --target http://127.0.0.1:1 --edge http://127.0.0.1:2") {
+		t.Fatalf("probe command %q: want this program's rehearse --target ... --edge ... --probe-sku", argv)
 	}
 	if strings.Contains(argv, "secret") {
 		t.Errorf("a secret on the probe's command line: %q", argv)

@@ -12,7 +12,11 @@
 #     baseline, so that it takes the CPU the server leaves, as shoppers on
 #     machines of their own would).
 #
-#   bench/rehearse.sh        # USERS=2000000 UNITS=10000 TARGET_USERS=100000 TARGET_UNITS=2000 CROWD_NICE=10
+#   bench/rehearse.sh        # USERS=2000000 UNITS=10000 TARGET_USERS=100000 TARGET_UNITS=2000 CROWD_NICE=10 EDGE=0
+#
+# EDGE=1 runs part 2 against an origin (serve --role origin) with the
+# waiting room at an edge (serve --role edge) in front of it, both on the
+# same machine: the crowd's tickets, polls and admissions go to the edge.
 #
 # Prints each report and keeps them (with their HTML pages) in OUT
 # (default ./rehearsal-out). Needs PostgreSQL and Redis at TEST_DATABASE_URL
@@ -26,6 +30,7 @@ UNITS=${UNITS:-10000}
 TARGET_USERS=${TARGET_USERS:-100000}
 TARGET_UNITS=${TARGET_UNITS:-2000}
 CROWD_NICE=${CROWD_NICE:-10}
+EDGE=${EDGE:-0}
 OUT=${OUT:-./rehearsal-out}
 . bench/lib.sh
 need rehearse.sh psql redis-cli
@@ -43,9 +48,20 @@ echo "== 1. in process: $USERS shoppers, $UNITS units"
 	--report "$OUT/in-process.html" 2>&1 | tee "$OUT/in-process.txt"
 
 echo
-echo "== 2. against a server on Redis and PostgreSQL: $TARGET_USERS shoppers, $TARGET_UNITS units, a quiet sale beside"
-start server "$work/flashsale" serve --addr 127.0.0.1:0 --data-dir "$work/server" --redis-url "$REDIS_URL" \
-	--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --log-level warn
-"$work/flashsale" rehearse --target "$server_url" --admin-token "$admin" --users "$TARGET_USERS" --units "$TARGET_UNITS" \
+edge=()
+if [ "$EDGE" = 1 ]; then
+	echo "== 2. against an origin and an edge on Redis and PostgreSQL: $TARGET_USERS shoppers, $TARGET_UNITS units, a quiet sale beside"
+	keys="kr:$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+	start server "$work/flashsale" serve --role origin --addr 127.0.0.1:0 --data-dir "$work/server" --redis-url "$REDIS_URL" \
+		--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --token-keys "$keys" --log-level warn
+	start edge "$work/flashsale" serve --role edge --addr 127.0.0.1:0 --data-dir "$work/edge" --redis-url "$REDIS_URL" \
+		--redis-prefix "$prefix" --origin-url "$server_url" --origin-token "$admin" --token-keys "$keys" --log-level warn
+	edge=(--edge "$edge_url")
+else
+	echo "== 2. against a server on Redis and PostgreSQL: $TARGET_USERS shoppers, $TARGET_UNITS units, a quiet sale beside"
+	start server "$work/flashsale" serve --addr 127.0.0.1:0 --data-dir "$work/server" --redis-url "$REDIS_URL" \
+		--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --log-level warn
+fi
+"$work/flashsale" rehearse --target "$server_url" "${edge[@]}" --admin-token "$admin" --users "$TARGET_USERS" --units "$TARGET_UNITS" \
 	--seed 2 --no-progress --quiet-sale --plain-query-url "$dburl" --crowd-nice "$CROWD_NICE" --report "$OUT/against-server.html" \
 	2>&1 | tee "$OUT/against-server.txt"

@@ -20,6 +20,10 @@ type QuietFigures struct {
 	Lines []QuietLine
 	// Note says where the probe ran, beside the crowd or apart from it.
 	Note string `json:",omitempty"`
+	// Failed counts the counted rounds (idle and during) whose quiet
+	// shopper got no ticket, was not admitted at once, or was refused its
+	// reserve: a latency measured on refusals would flatter the server.
+	Failed int64 `json:",omitempty"`
 }
 
 // QuietLine is one probe's p99, idle and during the big sale (over N
@@ -132,6 +136,11 @@ func (q *quietProbe) once(ctx context.Context, phase int) {
 			h[2].add(d)
 		}
 	}
+	fail := func() {
+		if phase >= 0 && ctx.Err() == nil {
+			q.failures.Add(1)
+		}
+	}
 	n := q.n.Add(1)
 	who := persona{user: "quiet-" + strconv.FormatInt(n, 10), created: time.Unix(0, 0), card: "quiet-card-" + strconv.FormatInt(n, 10)}
 	sh := &shopper{}
@@ -145,13 +154,13 @@ func (q *quietProbe) once(ctx context.Context, phase int) {
 				sh.x().resID = rep.id
 				q.c.cancel(ctx, who, sh)
 			} else {
-				q.failures.Add(1)
+				fail()
 			}
 		} else {
-			q.failures.Add(1)
+			fail()
 		}
-	} else if ctx.Err() == nil {
-		q.failures.Add(1)
+	} else {
+		fail()
 	}
 	if q.conn != nil {
 		var count int64
@@ -175,7 +184,7 @@ func (q *quietProbe) figures() *QuietFigures {
 		return QuietLine{Name: name, Idle: h[0].quantile(0.99), During: h[1].quantile(0.99), N: h[1].count(),
 			Rush: h[2].quantile(0.99), RushN: h[2].count()}
 	}
-	f := &QuietFigures{Lines: []QuietLine{line("quiet sale: reserve", &q.reserve)}}
+	f := &QuietFigures{Lines: []QuietLine{line("quiet sale: reserve", &q.reserve)}, Failed: q.failures.Load()}
 	if q.conn != nil {
 		f.Lines = append(f.Lines, line("plain query (PostgreSQL)", &q.query))
 	}

@@ -157,6 +157,11 @@ func TestAgainstServer(t *testing.T) {
 	if rep.Quiet == nil || len(rep.Quiet.Lines) != 2 || rep.Quiet.Lines[0].N == 0 || rep.Quiet.Lines[1].N == 0 {
 		t.Errorf("the quiet sale was not measured: %+v", rep.Quiet)
 	}
+	if rep.Quiet != nil && rep.Quiet.Failed != 0 {
+		// The quiet sale has its own budget of slots and no pacing: its
+		// shoppers are never refused.
+		t.Errorf("%d quiet shoppers were refused or not admitted", rep.Quiet.Failed)
+	}
 	if rep.Quiet != nil {
 		// The rush is the part of the big sale while the crowd arrived,
 		// which the rehearsal told the probe child of.

@@ -303,6 +303,7 @@ func (rep *Report) WriteText(w io.Writer) {
 				float64(l.During)/float64(max(l.Idle, 1)), thousands(l.N), rush, ratio, thousands(l.RushN))
 		}
 		fmt.Fprintln(w, "  (the rush: while the crowd arrived, the busiest seconds of the sale)")
+		fmt.Fprintf(w, "  quiet shoppers refused or not admitted at once: %s\n", thousands(q.Failed))
 	}
 	if rep.Warnings > 0 {
 		fmt.Fprintf(w, "\nThe engine logged %d warnings or errors; the first: %s\n", rep.Warnings, strings.Join(rep.FirstWarnings, " | "))

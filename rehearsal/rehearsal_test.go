@@ -118,6 +118,24 @@ func TestBotsUnderRandom(t *testing.T) {
 	}
 }
 
+// startEngine opens an engine on cfg (in a temporary directory, with
+// background rounds fast enough for a sale of seconds) and runs its
+// background services until the test ends.
+func startEngine(t *testing.T, cfg engine.Config) *engine.Engine {
+	t.Helper()
+	cfg.DataDir, cfg.Source = t.TempDir(), "rehearsal-test"
+	cfg.SweepInterval, cfg.PaceTick = 200*time.Millisecond, 50*time.Millisecond
+	eng, err := engine.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	eng.Start(ctx)
+	t.Cleanup(func() { cancel(); eng.Stop() })
+	return eng
+}
+
 // Against a server on Redis and PostgreSQL over HTTP, in real time: the
 // same shoppers, the same checks, the figures read from the operator's
 // routes, and the quiet sale and the plain query measured beside.
@@ -128,16 +146,7 @@ func TestAgainstServer(t *testing.T) {
 	// The real components: the gate in Redis, the record in PostgreSQL.
 	dbURL := testenv.Postgres(t)
 	_, prefix := testenv.Redis(t)
-	eng, err := engine.Open(context.Background(), engine.Config{DataDir: t.TempDir(), Source: "rehearsal-test",
-		DatabaseURL: dbURL, RedisURL: testenv.RedisURL(), RedisPrefix: prefix,
-		SweepInterval: 200 * time.Millisecond, PaceTick: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	eng.Start(ctx)
-	t.Cleanup(func() { cancel(); eng.Stop() })
+	eng := startEngine(t, engine.Config{DatabaseURL: dbURL, RedisURL: testenv.RedisURL(), RedisPrefix: prefix})
 	srv := httptest.NewServer(eng.Handler)
 	t.Cleanup(srv.Close)
 	cfg := rehearsal.Config{Target: srv.URL, Users: 300, Units: 20, Seed: 5,
@@ -194,15 +203,7 @@ func TestWaitingRoomAtTheEdge(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a sale in real time")
 	}
-	eng, err := engine.Open(context.Background(), engine.Config{DataDir: t.TempDir(), Source: "rehearsal-test",
-		SweepInterval: 200 * time.Millisecond, PaceTick: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	eng.Start(ctx)
-	t.Cleanup(func() { cancel(); eng.Stop() })
+	eng := startEngine(t, engine.Config{})
 	// Both names serve the one engine; each counts the routes it is asked.
 	var mu sync.Mutex
 	seen := map[string]map[string]int{"origin": {}, "edge": {}}

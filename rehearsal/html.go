@@ -121,6 +121,15 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"int64":     func(n int) int64 { return int64(n) },
 	"pct":       func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
 	"dur":       func(d time.Duration) string { return durText(d) },
+	// ratio is a p99 against its idle baseline; within says whether it
+	// keeps issue 7's bound of twice idle, as a class for its cell.
+	"ratio": func(d, idle time.Duration) string { return fmt.Sprintf("%.1f×", float64(d)/float64(max(idle, 1))) },
+	"within": func(d, idle time.Duration) string {
+		if d <= 2*idle {
+			return "ok"
+		}
+		return "over"
+	},
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Rehearsal {{.R.SKU}}</title>
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -135,6 +144,8 @@ h1{font-size:1.4em} h2{font-size:1.1em;margin-top:2em}
 .bar span.n{font-variant-numeric:tabular-nums}
 figure{margin:1.5em 0} figcaption{font-weight:600;margin-bottom:.3em} svg{width:100%;height:auto}
 pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
+table{border-collapse:collapse} th,td{padding:.3em .8em;text-align:right;font-variant-numeric:tabular-nums}
+th:first-child,td:first-child{text-align:left} td.ok{background:#ecfdf5} td.over{background:#fef2f2}
 </style></head><body>
 <h1>Rehearsal of sale {{.R.SKU}}</h1>
 <p>{{thousands (int64 .R.Config.Users)}} shoppers for {{thousands (int64 .R.Config.Units)}} units, fairness {{.R.Config.Fairness}}. {{.R.Mode}}.</p>
@@ -148,6 +159,12 @@ pre{background:#f6f6f6;padding:1em;overflow-x:auto;font-size:12px}
 {{.Stock}}
 {{.Admit}}
 {{.Latency}}
+{{with .R.Quiet}}<h2>Isolation <small>(p99 beside the big sale, wall time; within 2× of idle is the bound)</small></h2>
+{{if .Note}}<p><small>{{.Note}}</small></p>{{end}}
+<table><tr><th></th><th>idle</th><th>whole sale</th><th>in the rush</th></tr>
+{{range .Lines}}<tr><td>{{.Name}}</td><td>{{dur .Idle}}</td><td class="{{within .During .Idle}}">{{dur .During}} ({{ratio .During .Idle}})</td>{{if .RushN}}<td class="{{within .Rush .Idle}}">{{dur .Rush}} ({{ratio .Rush .Idle}})</td>{{else}}<td>-</td>{{end}}</tr>
+{{end}}</table>
+<p>{{if (index .Lines 0).RushN}}The rush is while the crowd arrived, the busiest seconds of the sale. {{end}}Quiet shoppers refused or not admitted at once: {{thousands .Failed}}.</p>{{end}}
 <h2>All figures</h2>
 <pre>{{.Text}}</pre>
 </body></html>

@@ -183,6 +183,16 @@ func TestAgainstServer(t *testing.T) {
 	if rep.Quiet != nil && !strings.Contains(rep.Quiet.Note, "process of its own") {
 		t.Errorf("the report does not say the probe ran apart: %q", rep.Quiet.Note)
 	}
+	// The page shows the isolation figures as a table of its own.
+	var page bytes.Buffer
+	if err := rep.WriteHTML(&page); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<h2>Isolation", "<td>quiet sale: reserve</td>", "in the rush", "×)</td>"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the HTML report lacks %q", want)
+		}
+	}
 }
 
 func TestBadConfig(t *testing.T) {

@@ -302,7 +302,9 @@ func (rep *Report) WriteText(w io.Writer) {
 			fmt.Fprintf(w, "  %-28s %9s %9s %7.2fx %10s %9s %8s %8s\n", l.Name, durText(l.Idle), durText(l.During),
 				float64(l.During)/float64(max(l.Idle, 1)), thousands(l.N), rush, ratio, thousands(l.RushN))
 		}
-		fmt.Fprintln(w, "  (the rush: while the crowd arrived, the busiest seconds of the sale)")
+		if len(q.Lines) > 0 && q.Lines[0].RushN > 0 {
+			fmt.Fprintln(w, "  (the rush: while the crowd arrived, the busiest seconds of the sale)")
+		}
 		fmt.Fprintf(w, "  quiet shoppers refused or not admitted at once: %s\n", thousands(q.Failed))
 	}
 	if rep.Warnings > 0 {

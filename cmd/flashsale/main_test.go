@@ -351,3 +351,42 @@ func TestServeInFlightBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// --debug-addr serves Go's profiles and traces on a listener of its own;
+// the server's own address never answers them.
+func TestServeDebugAddr(t *testing.T) {
+	base, stop, out := startServerOut(t, t.TempDir(), "--debug-addr", "127.0.0.1:0")
+	defer stop()
+	var debug string
+	deadline := time.Now().Add(10 * time.Second)
+	for debug == "" {
+		if m := regexp.MustCompile(`profiles and traces at (http://[0-9.:]+)/debug/pprof/`).FindStringSubmatch(out.String()); m != nil {
+			debug = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("serve did not say where its profiles are:\n%s", out.String())
+		} else {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if debug == base {
+		t.Fatalf("profiles on the server's own address %s", base)
+	}
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(debug + "/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile") {
+		t.Errorf("goroutine profile at the debug address: %d %.200s", code, body)
+	}
+	if code, _ := get(debug + "/debug/pprof/trace?seconds=0.05"); code != http.StatusOK {
+		t.Errorf("execution trace at the debug address: %d", code)
+	}
+	if code, _ := get(base + "/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
+		t.Errorf("the server's own address answers profiles: %d, want 404", code)
+	}
+}

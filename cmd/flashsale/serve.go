@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -57,6 +59,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	natsStream := fs.String("nats-stream", "FLASHSALE_EVENTS", "nats sink: the JetStream stream (created if missing)")
 	natsSubject := fs.String("nats-subject", "flashsale.events", "nats sink: subject prefix; an event goes to <prefix>.<type>")
 	outboxMaxConns := fs.Int("outbox-max-conns", 2, "PostgreSQL connections of the outbox relay, a pool apart from --database-max-conns")
+	debugAddr := fs.String("debug-addr", "", "also serve Go's profiles and execution traces (/debug/pprof/) on this address, apart from --addr; keep it on loopback (empty: none)")
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return err
 	}
@@ -148,6 +151,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	base := "http://" + ln.Addr().String()
+	debugBase := ""
+	if *debugAddr != "" {
+		var stopDebug func()
+		if debugBase, stopDebug, err = serveDebug(*debugAddr, logger); err != nil {
+			ln.Close()
+			return err
+		}
+		defer stopDebug()
+	}
 	srv := &http.Server{
 		Handler:           eng.Handler,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -182,6 +194,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintf(stdout, "flashsale listening on %s (role: %s, record: %s, gate: %s, events: %s)\n", base, *role, store, gate, *eventsSink)
 	}
 
+	if debugBase != "" {
+		// After the line above, which scripts and tests read first.
+		fmt.Fprintf(stdout, "flashsale profiles and traces at %s/debug/pprof/\n", debugBase)
+	}
+
 	if *demo && *role != httpapi.RoleEdge {
 		if err := createDemo(ctx, eng, base, stdout); err != nil {
 			logger.Error("demo sale", "err", err)
@@ -202,6 +219,35 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		logger.Info("shut down cleanly")
 	}
 	return err
+}
+
+// serveDebug serves net/http/pprof's handlers on addr, on a mux and a
+// listener of their own: the server's own mux never carries them. A
+// profile or a trace of the server during a sale is how one finds what a
+// request waits for; it also shows the program's internals, so the
+// address should not be reachable from outside (a warning says so when it
+// is not loopback). It returns its base URL and the function that stops
+// it.
+func serveDebug(addr string, logger *slog.Logger) (string, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("--debug-addr: %w", err)
+	}
+	if ap, err := netip.ParseAddrPort(ln.Addr().String()); err != nil || !ap.Addr().IsLoopback() {
+		logger.Warn("--debug-addr is not a loopback address: Go's profiles and traces show the program's internals to whoever reaches it",
+			"addr", ln.Addr().String())
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	base := "http://" + ln.Addr().String()
+	logger.Info("profiles and traces served", "addr", base+"/debug/pprof/")
+	return base, func() { _ = srv.Close() }, nil
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

@@ -353,9 +353,10 @@ func TestServeInFlightBounds(t *testing.T) {
 }
 
 // --debug-addr serves Go's profiles and traces on a listener of its own;
-// the server's own address never answers them.
+// the server's own address never answers them, and neither shows the
+// command line, where secrets may be.
 func TestServeDebugAddr(t *testing.T) {
-	base, stop, out := startServerOut(t, t.TempDir(), "--debug-addr", "127.0.0.1:0")
+	base, stop, out := startServerOut(t, t.TempDir(), "--debug-addr", "127.0.0.1:0", "--admin-token", "admin-secret-4711")
 	defer stop()
 	var debug string
 	deadline := time.Now().Add(10 * time.Second)
@@ -388,5 +389,13 @@ func TestServeDebugAddr(t *testing.T) {
 	}
 	if code, _ := get(base + "/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
 		t.Errorf("the server's own address answers profiles: %d, want 404", code)
+	}
+	// The command line, where secrets given as flags are, is not served
+	// (this test's own command line holds none, so the code is the check).
+	if code, _ := get(debug + "/debug/pprof/cmdline"); code != http.StatusNotFound {
+		t.Errorf("the command line is served at the debug address: %d, want 404", code)
+	}
+	if _, body := get(debug + "/debug/pprof/"); strings.Contains(body, "admin-secret-4711") {
+		t.Error("the profiles' index shows the admin token")
 	}
 }

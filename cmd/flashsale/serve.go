@@ -226,8 +226,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 // profile or a trace of the server during a sale is how one finds what a
 // request waits for; it also shows the program's internals, so the
 // address should not be reachable from outside (a warning says so when it
-// is not loopback). It returns its base URL and the function that stops
-// it.
+// is not loopback). The command line (pprof's /cmdline) is not served: it
+// may carry secrets given as flags. It returns its base URL and the
+// function that stops it.
 func serveDebug(addr string, logger *slog.Logger) (string, func(), error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -239,7 +240,6 @@ func serveDebug(addr string, logger *slog.Logger) (string, func(), error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

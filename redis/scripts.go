@@ -42,6 +42,18 @@ const codeZero = '1'
 // reserveFields is how many ARGV entries each reserve of a batch takes.
 const reserveFields = 10
 
+// reservePrelude opens the three reserve scripts: it reads the counter
+// (stock) and the sale's meta, and sets loaded unless the sale is not
+// loaded here (no counter, not marked loaded, or a counter written by
+// another node than this one: see Failover above). Each script then
+// answers "not loaded" in its own form. meta's fields are, by index:
+// 1 loaded, 2 paused, 3 epoch, 4 initial, 5 won, 6 restocked, 7 node,
+// 8 minadm.
+const reservePrelude = `
+local stock = redis.call('GET', KEYS[1])
+local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
+local loaded = stock and meta[1] == '1' and not (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID'))`
+
 // reserveBatchLua decides a batch of reserves of one sale, one after the
 // other in ARGV's order, each exactly as if it ran alone: a reserve sees the
 // holds, buyers, keys and spent admissions of the wins before it in the
@@ -66,10 +78,8 @@ const reserveFields = 10
 // deltas hold each win's reservation id, time and delta joined by \31,
 // seq is the first win's, and delta and counter are the batch's total and
 // the counter after it. Gate.Audit reads it back as one entry per win.
-const reserveBatchLua = `
-local stock = redis.call('GET', KEYS[1])
-local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
-if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID')) then return {'0'} end
+const reserveBatchLua = reservePrelude + `
+if not loaded then return {'0'} end
 local left = tonumber(stock)
 local epoch = meta[3]
 local n = (#ARGV - 1) / 10
@@ -210,10 +220,8 @@ return out
 //	      11 now ms
 //
 // It returns {code, remaining, epoch[, stored hold]}.
-const reserveOneLua = `
-local stock = redis.call('GET', KEYS[1])
-local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
-if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID')) then return {4, 0, '0'} end
+const reserveOneLua = reservePrelude + `
+if not loaded then return {4, 0, '0'} end
 local left = tonumber(stock)
 local epoch = meta[3]
 local prev = redis.call('HGET', KEYS[6], ARGV[9])
@@ -270,10 +278,8 @@ const soldOutFields = 4
 //
 // It returns reserveBatchLua's answer, {'0'} alone when the sale is not
 // loaded, or {'1'} alone when units are left.
-const reserveSoldOutLua = `
-local stock = redis.call('GET', KEYS[1])
-local meta = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'node', 'minadm')
-if not stock or meta[1] ~= '1' or (meta[7] and meta[7] ~= redis.pcall('CLUSTER', 'MYID')) then return {'0'} end
+const reserveSoldOutLua = reservePrelude + `
+if not loaded then return {'0'} end
 local left = tonumber(stock)
 if left > 0 then return {'1'} end
 local epoch = meta[3]

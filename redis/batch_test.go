@@ -571,15 +571,7 @@ func TestSoldOutBatchDecidesAsInOrder(t *testing.T) {
 			t.Errorf("reserve %d (%s of %s) = %v; want %v", i, r.ReservationID, r.UserID, got[i].Verdict, wantVerdicts[i])
 		}
 	}
-	after := f.dump()
-	if len(after) != len(before) {
-		t.Fatalf("the sold-out batch changed the keys: %d, were %d", len(after), len(before))
-	}
-	for k, v := range before {
-		if after[k] != v {
-			t.Fatalf("the sold-out batch changed %s", k)
-		}
-	}
+	f.unchanged("the sold-out batch", before)
 }
 
 // decideBatch sends rs to the gate as one batch, straight to the call

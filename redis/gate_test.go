@@ -116,6 +116,21 @@ func (f *fixture) dump() map[string]string {
 	return out
 }
 
+// unchanged fails the test unless the sale's keys hold what before (a
+// dump) held: what names what changed them.
+func (f *fixture) unchanged(what string, before map[string]string) {
+	f.t.Helper()
+	after := f.dump()
+	if len(after) != len(before) {
+		f.t.Fatalf("%s changed the keys: %d, were %d", what, len(after), len(before))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			f.t.Fatalf("%s changed %s", what, k)
+		}
+	}
+}
+
 func TestNoScriptRecovery(t *testing.T) {
 	f := newFixture(t, 10)
 	won := f.expect(f.req("u1"), flashsale.VerdictWon)
@@ -303,15 +318,7 @@ func TestSoldOutWritesNothingInRedis(t *testing.T) {
 		r.Instrument = fmt.Sprintf("card-%d", i)
 		f.expect(r, flashsale.VerdictSoldOut)
 	}
-	after := f.dump()
-	if len(after) != len(before) {
-		t.Fatalf("sold-out rejections changed the keys: %d, were %d", len(after), len(before))
-	}
-	for k, v := range before {
-		if after[k] != v {
-			t.Fatalf("sold-out rejections changed %s", k)
-		}
-	}
+	f.unchanged("sold-out rejections", before)
 }
 
 func TestRebuildFailsClosedWhileRunning(t *testing.T) {
@@ -462,15 +469,7 @@ func TestOldAdmissionSetFailsClosed(t *testing.T) {
 		if code := flashsale.ErrorCode(err); code != flashsale.CodeUnavailable {
 			t.Fatalf("%s on the old sorted set: code %q; want %q", what, code, flashsale.CodeUnavailable)
 		}
-		after := f.dump()
-		if len(after) != len(before) {
-			t.Fatalf("%s changed the keys: %d, were %d", what, len(after), len(before))
-		}
-		for k, v := range before {
-			if after[k] != v {
-				t.Fatalf("%s changed %s", what, k)
-			}
-		}
+		f.unchanged(what, before)
 	}
 	for _, batch := range []bool{false, true} {
 		f.g.batchAlone = batch
@@ -499,5 +498,42 @@ func TestOldAdmissionSetFailsClosed(t *testing.T) {
 	f.expect(r, flashsale.VerdictWon) // a rebuild forgets spends, as ever
 	if s := f.snapshot(); s.Counter != 7 || s.Won != 3 {
 		t.Fatalf("snapshot after the rebuild %+v; want 7 left of 10, 3 held", s)
+	}
+}
+
+// TestCounterNotMarkedLoadedSellsNothing: a counter whose meta does not
+// say loaded (the code never leaves one, a rebuild deletes the counter as
+// it clears the flag, but an operator's hand or another version could)
+// sells nothing: each reserve script (one, batch, sold out) answers not
+// loaded, so that the sale fails closed, and writes nothing.
+func TestCounterNotMarkedLoadedSellsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		units          int64
+		batch, soldOut bool
+	}{{"one", 5, false, false}, {"batch", 5, true, false}, {"sold out", 1, true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, tc.units)
+			f.g.batchAlone = tc.batch
+			if tc.soldOut {
+				f.expect(f.req("u1"), flashsale.VerdictWon) // the counter at zero
+				f.g.combiner(f.sale).soldOut.Store(true)
+			}
+			meta := f.g.keys(f.sale).meta
+			if err := f.do(f.g.client.B().Hset().Key(meta).FieldValue().FieldValue("loaded", "0").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			soldOutCalls := 0
+			f.g.afterSoldOutCall = func(int, bool) { soldOutCalls++ }
+			before := f.dump()
+			out, err := f.g.Reserve(f.ctx, f.req("u2"))
+			if err != nil || out.Verdict != flashsale.VerdictNotLoaded {
+				t.Fatalf("Reserve = %v, %v; want not loaded", out.Verdict, err)
+			}
+			if tc.soldOut != (soldOutCalls == 1) {
+				t.Fatalf("%d calls of the sold-out script", soldOutCalls)
+			}
+			f.unchanged("the reserve", before)
+		})
 	}
 }

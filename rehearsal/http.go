@@ -258,17 +258,25 @@ func targetBase(target string) (string, error) {
 	return base, nil
 }
 
-func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
-	secret := shopperSecret(cfg)
-	base, err := targetBase(cfg.Target)
-	if err != nil {
-		return nil, err
+// bases checks cfg's target and edge and returns their base URLs, room
+// empty when there is no edge.
+func bases(cfg Config) (base, room string, err error) {
+	if base, err = targetBase(cfg.Target); err != nil {
+		return "", "", err
 	}
-	var room string
 	if cfg.Edge != "" {
 		if room, err = targetBase(cfg.Edge); err != nil {
-			return nil, errors.New("--edge must be an http:// or https:// URL")
+			return "", "", errors.New("--edge must be an http:// or https:// URL")
 		}
+	}
+	return base, room, nil
+}
+
+func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
+	secret := shopperSecret(cfg)
+	base, room, err := bases(cfg)
+	if err != nil {
+		return nil, err
 	}
 	adm := &admin{base: base, token: cfg.AdminToken, hc: &http.Client{Timeout: 30 * time.Second}}
 	var (

@@ -48,15 +48,9 @@ func Probe(ctx context.Context, cfg Config, sku string, in io.Reader, out io.Wri
 	if sku == "" {
 		return errors.New("the probe needs the quiet sale's SKU")
 	}
-	base, err := targetBase(cfg.Target)
+	base, room, err := bases(cfg)
 	if err != nil {
 		return err
-	}
-	var room string
-	if cfg.Edge != "" {
-		if room, err = targetBase(cfg.Edge); err != nil {
-			return err
-		}
 	}
 	q, err := startQuiet(ctx, cfg, newHTTPClient(base, sku, 8, shopperSecret(cfg)).withRoom(room))
 	if err != nil {

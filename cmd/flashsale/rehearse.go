@@ -144,10 +144,11 @@ func probeInChild(cfg *rehearsal.Config) {
 	if err != nil {
 		return
 	}
-	cfg.ProbeCommand = []string{exe, "rehearse", "--target", cfg.Target, "--no-progress", "--probe-sku"}
+	argv := []string{exe, "rehearse", "--target", cfg.Target}
 	if cfg.Edge != "" {
-		cfg.ProbeCommand = []string{exe, "rehearse", "--target", cfg.Target, "--edge", cfg.Edge, "--no-progress", "--probe-sku"}
+		argv = append(argv, "--edge", cfg.Edge)
 	}
+	cfg.ProbeCommand = append(argv, "--no-progress", "--probe-sku")
 	if cfg.UserJWTSecret != "" {
 		cfg.ProbeEnv = append(cfg.ProbeEnv, "FLASHSALE_USER_JWT_SECRET="+cfg.UserJWTSecret)
 	}

@@ -248,5 +248,26 @@ func (q *Queue) Suspects(_ context.Context, saleID string) (map[string]string, e
 	return out, nil
 }
 
-// DropQueue forgets a sale's queue.
-func (q *Queue) DropQueue(saleID string) { q.sales.Delete(saleID) }
+// Forget drops the sale's places, entrants and counters, keeping its
+// suspects. It clears them in place, under their locks, so a call racing
+// with it sees the queue before or after, never half of it.
+func (q *Queue) Forget(_ context.Context, saleID string) error {
+	v, ok := q.sales.Load(saleID)
+	if !ok {
+		return nil
+	}
+	sq := v.(*saleQueue)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	for i := range sq.shards {
+		sh := &sq.shards[i]
+		sh.mu.Lock()
+		sh.places = make(map[userKey]place)
+		sh.mu.Unlock()
+	}
+	sq.entrants, sq.counters, sq.spent = map[string]int64{}, map[string]int64{}, map[string]int64{}
+	sq.next.Store(0)
+	sq.admitted.Store(0)
+	sq.sealed.Store(false)
+	return nil
+}

@@ -52,6 +52,12 @@ type Queue interface {
 	// policy), with the first reason given; Suspects lists the held.
 	Flag(ctx context.Context, saleID, userID, reason string) error
 	Suspects(ctx context.Context, saleID string) (map[string]string, error)
+
+	// Forget drops a sale's places, entrants and counters, once the sale
+	// is over (see control.Retirer): millions of places a big sale, that
+	// nothing reads after it closes. Its suspects stay, for the review
+	// after the sale. Forgetting an unknown sale does nothing.
+	Forget(ctx context.Context, saleID string) error
 }
 
 // Names of the pacer's counters.

@@ -33,6 +33,7 @@ func Exercise(t *testing.T, newQueue func(t *testing.T) waitroom.Queue) {
 		{"Lead", testLead},
 		{"SpendOnce", testSpendOnce},
 		{"Suspects", testSuspects},
+		{"Forget", testForget},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -279,5 +280,50 @@ func testSuspects(t *testing.T, q waitroom.Queue, sale string) {
 	m, err := q.Suspects(ctx, sale)
 	if err != nil || len(m) != 2 || m["bot-1"] != "polled too fast" || m["bot-2"] != "rate limits" {
 		t.Fatalf("suspects %v %v", m, err)
+	}
+}
+
+// testForget checks that a forgotten sale's queue is empty again, but for
+// its suspects, and that another sale's is untouched.
+func testForget(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	other := flashsale.NewID("sale_")
+	for _, s := range []string{sale, other} {
+		q.Enter(ctx, s, "ann", t0)
+		q.Seal(ctx, s)
+		q.Join(ctx, s, "bob", t0)
+		q.Admit(ctx, s, 2)
+		q.Add(ctx, s, waitroom.CounterClaims, 3)
+		q.Flag(ctx, s, "bot-1", "polled too fast")
+	}
+	if err := q.Forget(ctx, sale); err != nil {
+		t.Fatalf("Forget: %v", err)
+	}
+	if err := q.Forget(ctx, flashsale.NewID("sale_")); err != nil {
+		t.Fatalf("Forget of an unknown sale: %v", err)
+	}
+	for _, s := range []struct {
+		id   string
+		want int64
+	}{{sale, 0}, {other, 2}} {
+		n, _ := q.Len(ctx, s.id)
+		up, _ := q.Admitted(ctx, s.id)
+		claims, _ := q.Counter(ctx, s.id, waitroom.CounterClaims)
+		entrants, _ := q.Entrants(ctx, s.id)
+		_, entered, _ := q.Entered(ctx, s.id, "ann")
+		if n != s.want || up != s.want || claims != 3*s.want/2 || int64(len(entrants)) != s.want/2 || entered != (s.want > 0) {
+			t.Fatalf("sale %s after forgetting %s: Len %d, Admitted %d, claims %d, entrants %v, ann entered %v",
+				s.id, sale, n, up, claims, entrants, entered)
+		}
+		if m, err := q.Suspects(ctx, s.id); err != nil || m["bot-1"] != "polled too fast" {
+			t.Fatalf("suspects of %s after forgetting %s: %v %v; want them kept", s.id, sale, m, err)
+		}
+	}
+	// The queue starts again from the first place, and entrants may enter.
+	if p, _, err := q.Join(ctx, sale, "cat", t0); err != nil || p != 1 {
+		t.Fatalf("join after Forget: place %d, %v; want 1", p, err)
+	}
+	if _, err := q.Enter(ctx, sale, "dan", t0); err != nil {
+		t.Fatalf("enter after Forget: %v", err)
 	}
 }

@@ -114,6 +114,10 @@ type Config struct {
 	WarmInterval      time.Duration
 	WarmLead          time.Duration
 	OrphanGrace       time.Duration
+	// RetireAfter is how long a sale stays closed, with no hold pending,
+	// before the gate forgets its state (default
+	// control.DefaultRetireAfter).
+	RetireAfter time.Duration
 	// GateTimeout bounds one gate call on the purchase path (default 500ms).
 	GateTimeout time.Duration
 	// RecordTimeout bounds one record write on the purchase path (default
@@ -199,6 +203,8 @@ type Engine struct {
 	Sweeper  *sweeper.Sweeper
 	Watcher  *invariant.Watcher
 	Warmer   *control.Warmer
+	// Retirer drops the gate's state of sales that are over.
+	Retirer *control.Retirer
 	// Rebalancer looks after sales split over shards: nil with the
 	// in-process gate.
 	Rebalancer *rebalance.Rebalancer
@@ -308,6 +314,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Catalog: e.Catalog, Now: cfg.Now,
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
+	e.Retirer = control.NewRetirer(e.Control, control.RetirerConfig{After: cfg.RetireAfter, Queue: e.Queue})
 	e.Snapshots = &waitroom.OriginSnapshots{Catalog: e.Catalog, Gate: e.Gate, Store: e.Background, Queue: e.Queue, Now: cfg.Now}
 	e.Pacer = waitroom.NewPacer(waitroom.PacerConfig{Queue: e.Queue, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Holder: cfg.Source, Tick: cfg.PaceTick, AdmissionTTL: cfg.AdmissionTTL, Logger: logger})
@@ -677,14 +684,16 @@ func redisName(role, prefix string) string {
 }
 
 // Start runs the background services until Stop or ctx ends: at an edge
-// the snapshot fetcher; at the origin the warmer, the drawer, the pacer,
-// the sweeper, the invariant watcher and (on Redis) the rebalancer.
+// the snapshot fetcher; at the origin the warmer, the retirer, the drawer,
+// the pacer, the sweeper, the invariant watcher and (on Redis) the
+// rebalancer.
 func (e *Engine) Start(ctx context.Context) {
 	if e.Edge != nil {
 		e.Edge.Start(ctx)
 		return
 	}
 	e.Warmer.Start(ctx)
+	e.Retirer.Start(ctx)
 	e.Drawer.Start(ctx)
 	e.Pacer.Start(ctx)
 	e.Sweeper.Start(ctx)
@@ -713,6 +722,7 @@ func (e *Engine) Stop() {
 	e.Sweeper.Stop()
 	e.Pacer.Stop()
 	e.Drawer.Stop()
+	e.Retirer.Stop()
 	e.Warmer.Stop()
 }
 

@@ -227,10 +227,12 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.R
 			}
 			return s.replay(ctx, sale, hold)
 		}
-		if sale.Epoch > 1 {
+		if sale.Epoch > 1 || sale.StateAt(s.cfg.Now()) == flashsale.SaleClosed {
 			// A rebuild gives the gate the keys of live holds only, so a
 			// key whose hold ended before it is known to the record
-			// alone. Only rebuilt sales pay for this read.
+			// alone; and a closed sale's keys leave the gate when it is
+			// retired (control.Retirer). Only rebuilt and closed sales pay
+			// for this read.
 			prior, err := s.cfg.Store.ReservationByKey(ctx, sale.ID, req.UserID, req.IdempotencyKey)
 			switch {
 			case err == nil && prior.State != flashsale.ReservationVoided:

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/control"
 	"github.com/flashsale/flashsale/engine"
 	"github.com/flashsale/flashsale/httpapi"
 )
@@ -59,6 +60,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	natsStream := fs.String("nats-stream", "FLASHSALE_EVENTS", "nats sink: the JetStream stream (created if missing)")
 	natsSubject := fs.String("nats-subject", "flashsale.events", "nats sink: subject prefix; an event goes to <prefix>.<type>")
 	outboxMaxConns := fs.Int("outbox-max-conns", 2, "PostgreSQL connections of the outbox relay, a pool apart from --database-max-conns")
+	retireAfter := fs.Duration("retire-after", control.DefaultRetireAfter,
+		"how long a sale stays closed, with no hold pending, before the stock gate and the waiting room forget its holds, keys and places (replays of its reserves are then answered from the record)")
 	debugAddr := fs.String("debug-addr", "", "also serve Go's profiles and execution traces (/debug/pprof/) on this address, apart from --addr; keep it on loopback (empty: none)")
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return err
@@ -134,6 +137,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxInFlight:        *maxInFlight,
 		SaleMaxInFlight:    *saleMaxInFlight,
 		InFlightWait:       wait,
+		RetireAfter:        *retireAfter,
 	})
 	if err != nil {
 		return err

@@ -97,6 +97,13 @@ func TestClosedSaleRetires(t *testing.T) {
 		if r := h.reserve("R1", "cat", "", "k-cat", nil); r.code() != "admission_required" {
 			t.Fatalf("a new shopper: %d %s; want admission_required", r.status, r.body)
 		}
+		// Shoppers are told it closed.
+		if r := h.do("GET", "/sale/R1", nil, nil); r.status != http.StatusOK || r.json(t)["state"] != "closed" {
+			t.Fatalf("the published sale after retirement: %d %s", r.status, r.body)
+		}
+		if r := h.do("GET", "/sale/R1/ticket", map[string]string{"Authorization": "Bearer " + h.jwt("cat")}, nil); r.code() != "closed" {
+			t.Fatalf("a ticket after retirement: %d %s; want closed", r.status, r.body)
+		}
 		// The operator still sees the sale and its orders.
 		v := h.sale("R1")
 		if v["state"] != "closed" || v["confirmed"] != 1.0 || v["pending"] != 0.0 {

@@ -131,7 +131,7 @@ func (s *Sale) ApplyDefaults() {
 // CodeBadRequest *Error, or nil.
 func (s *Sale) Validate() error {
 	switch {
-	case s.SKU == "" || len(s.SKU) > 128 || !isSKU(s.SKU):
+	case !ValidSKU(s.SKU):
 		return Errorf(CodeBadRequest, "sku must be 1 to 128 letters, digits, '-', '_' or '.'")
 	case len(s.Name) > 512:
 		return Errorf(CodeBadRequest, "name must be at most 512 characters")
@@ -162,6 +162,11 @@ func (s *Sale) Validate() error {
 	}
 	return nil
 }
+
+// ValidSKU reports whether s could be a sale's SKU: 1 to 128 letters,
+// digits, '-', '_' or '.'. A path naming anything else has no sale, and is
+// answered so without a lookup.
+func ValidSKU(s string) bool { return s != "" && len(s) <= 128 && isSKU(s) }
 
 func isSKU(s string) bool {
 	for i := 0; i < len(s); i++ {

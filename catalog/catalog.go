@@ -38,7 +38,15 @@ type Catalog struct {
 	// built on top of this one can tell, with one atomic read instead of a
 	// lookup, that nothing it used has changed.
 	gen atomic.Uint64
+	// absent counts the entries of SKUs without a sale, and pruneAt is
+	// the count at which put drops those older than the TTL (under mu):
+	// anyone may ask for any SKU, and without it every one asked would be
+	// kept for good.
+	absent, pruneAt int
 }
+
+// minPrune is the fewest entries of absent SKUs worth a pruning pass.
+const minPrune = 1024
 
 type entry struct {
 	sale    *flashsale.Sale // nil: the SKU has no sale
@@ -63,7 +71,7 @@ func New(store flashsale.SaleStore, cfg Config) *Catalog {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{store: store, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger}
+	return &Catalog{store: store, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger, pruneAt: minPrune}
 }
 
 // BySKU returns the SKU's sale, from memory when it is fresh enough. The
@@ -72,6 +80,9 @@ func New(store flashsale.SaleStore, cfg Config) *Catalog {
 // read, the last known sale is served and the error logged, so that a
 // record outage does not take the waiting room down with it.
 func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error) {
+	if !flashsale.ValidSKU(sku) {
+		return nil, flashsale.ErrNotFound
+	}
 	now := c.now()
 	var e entry
 	v, ok := c.bySKU.Load(sku)
@@ -122,7 +133,9 @@ func (c *Catalog) Put(s *flashsale.Sale) {
 // Forget drops the SKU from the cache, so the next read goes to the record.
 func (c *Catalog) Forget(sku string) {
 	c.mu.Lock()
-	c.bySKU.Delete(sku)
+	if v, ok := c.bySKU.LoadAndDelete(sku); ok && v.(entry).sale == nil {
+		c.absent--
+	}
 	c.gen.Add(1)
 	c.mu.Unlock()
 }
@@ -136,15 +149,41 @@ func (c *Catalog) Generation() uint64 { return c.gen.Load() }
 
 func (c *Catalog) put(sku string, e entry) {
 	c.mu.Lock()
-	// Never replace a newer version with an older one read concurrently.
+	defer c.mu.Unlock()
 	if v, ok := c.bySKU.Load(sku); ok {
-		if old := v.(entry); old.sale != nil && e.sale != nil && old.sale.ID == e.sale.ID && old.sale.Version > e.sale.Version {
+		old := v.(entry)
+		// Never replace a newer version with an older one read
+		// concurrently.
+		if old.sale != nil && e.sale != nil && old.sale.ID == e.sale.ID && old.sale.Version > e.sale.Version {
 			e.sale = old.sale
+		}
+		if old.sale == nil {
+			c.absent--
 		}
 	}
 	c.bySKU.Store(sku, e)
 	c.gen.Add(1)
-	c.mu.Unlock()
+	if e.sale != nil {
+		return
+	}
+	c.absent++
+	if c.absent >= c.pruneAt {
+		c.pruneAbsent(e.fetched)
+	}
+}
+
+// pruneAbsent drops the entries of absent SKUs fetched a TTL or more
+// before now, which BySKU would fetch again anyway, and sets the next
+// pass for when as many again have come. The caller holds mu.
+func (c *Catalog) pruneAbsent(now time.Time) {
+	c.bySKU.Range(func(k, v any) bool {
+		if e := v.(entry); e.sale == nil && now.Sub(e.fetched) >= c.ttl {
+			c.bySKU.Delete(k)
+			c.absent--
+		}
+		return true
+	})
+	c.pruneAt = max(minPrune, 2*c.absent)
 }
 
 // Active returns the sales that are not closed at the time of the call,

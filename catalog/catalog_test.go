@@ -2,6 +2,9 @@ package catalog
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +60,61 @@ func TestGeneration(t *testing.T) {
 	c.Forget("sku")
 	if c.Generation() == g2 {
 		t.Fatal("Forget left the generation as it was")
+	}
+}
+
+// noSaleStore is a record without sales that counts its reads.
+type noSaleStore struct {
+	flashsale.SaleStore
+	reads int
+}
+
+func (n *noSaleStore) SaleBySKU(context.Context, string) (*flashsale.Sale, error) {
+	n.reads++
+	return nil, flashsale.ErrNotFound
+}
+
+// A path that cannot name a sale is answered without asking the record,
+// and leaves nothing in the cache.
+func TestInvalidSKUNeedsNoLookup(t *testing.T) {
+	store := &noSaleStore{}
+	c := New(store, Config{})
+	for _, sku := range []string{"", "a/b", "sku with spaces", "ü", strings.Repeat("a", 129)} {
+		if _, err := c.BySKU(context.Background(), sku); !errors.Is(err, flashsale.ErrNotFound) {
+			t.Fatalf("BySKU(%q) = %v; want not found", sku, err)
+		}
+	}
+	if store.reads != 0 || c.absent != 0 {
+		t.Fatalf("%d record reads, %d entries kept; want none", store.reads, c.absent)
+	}
+	if _, err := c.BySKU(context.Background(), strings.Repeat("a", 128)); !errors.Is(err, flashsale.ErrNotFound) || store.reads != 1 {
+		t.Fatalf("a valid SKU of 128: %v, %d reads; want one lookup", err, store.reads)
+	}
+}
+
+// Asking for ever new SKUs without a sale, as a crawler or an attacker
+// would, keeps only about a TTL's worth of them; one asked again within
+// its TTL is still answered from memory.
+func TestAbsentSKUsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	clock := testenv.NewClock(time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC))
+	store := &noSaleStore{}
+	const ttl, step, n = 250 * time.Millisecond, 10 * time.Microsecond, 200_000
+	c := New(store, Config{TTL: ttl, Now: clock.Now})
+	perTTL := int(ttl / step) // SKUs asked within one TTL
+	for i := range n {
+		if _, err := c.BySKU(ctx, fmt.Sprintf("nope-%d", i)); !errors.Is(err, flashsale.ErrNotFound) {
+			t.Fatal(err)
+		}
+		clock.Advance(step)
+	}
+	kept := 0
+	c.bySKU.Range(func(any, any) bool { kept++; return true })
+	if kept != c.absent || kept > 2*perTTL+minPrune {
+		t.Fatalf("%d entries kept (counted %d) after %d absent SKUs; want at most %d", kept, c.absent, n, 2*perTTL+minPrune)
+	}
+	reads := store.reads
+	if _, err := c.BySKU(ctx, fmt.Sprintf("nope-%d", n-1)); !errors.Is(err, flashsale.ErrNotFound) || store.reads != reads {
+		t.Fatalf("the last SKU asked again: %v, %d more record reads; want it from memory", err, store.reads-reads)
 	}
 }

@@ -123,6 +123,14 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 	return s, nil
 }
 
+// Known reports whether the SKU's sale is in the cache, however old,
+// without asking the record: whether the SKU names a sale this process
+// has served.
+func (c *Catalog) Known(sku string) bool {
+	v, ok := c.bySKU.Load(sku)
+	return ok && v.(entry).sale != nil
+}
+
 // Put replaces the cached sale of s.SKU with s, as this process has just
 // written it. A copy is kept, so the caller may go on using s.
 func (c *Catalog) Put(s *flashsale.Sale) {

@@ -400,10 +400,13 @@ func layerOf(code flashsale.Code) string {
 	return metrics.LayerRecord
 }
 
-// reject answers a funnel rejection and counts it against the sale.
+// reject answers a funnel rejection and counts it against the sale, if
+// the SKU names one: the path is the client's to choose, and counting
+// every SKU anyone sends would keep each of them for good. (An edge has
+// no catalog and no operator view, so it counts only the metrics.)
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, sku string, err error) {
 	code := flashsale.ErrorCode(err)
-	if sku != "" {
+	if sku != "" && s.cfg.Catalog != nil && s.cfg.Catalog.Known(sku) {
 		s.rejections.add(sku, code)
 	}
 	s.cfg.Metrics.Rejection(layerOf(code), string(code))

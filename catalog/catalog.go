@@ -43,7 +43,26 @@ type Catalog struct {
 	// anyone may ask for any SKU, and without it every one asked would be
 	// kept for good.
 	absent, pruneAt int
+	// listed is the SKUs of every sale, from the last read of them all
+	// (Active, which the background services call every round).
+	listed atomic.Pointer[listing]
 }
+
+// listing is the SKUs of every sale in the record, as one read of them
+// all found them, and when that read began.
+type listing struct {
+	skus map[string]struct{}
+	at   time.Time
+}
+
+// ListingFresh is how long a listing of every sale answers for a SKU
+// that is not in it: a SKU this process has never seen, missing from a
+// listing younger than this, has no sale, and is answered so without a
+// lookup. Anyone may ask for any SKU, and each lookup takes a connection
+// of the background pool the sweeper and the invariant watcher need. A
+// sale created by another server is found once the next round lists it
+// (every second, with the warmer's default interval).
+const ListingFresh = 2 * time.Second
 
 // minPrune is the fewest entries of absent SKUs worth a pruning pass.
 const minPrune = 1024
@@ -95,6 +114,13 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 		}
 		return e.sale, nil
 	}
+	if !ok || e.sale == nil {
+		if l := c.listed.Load(); l != nil && now.Sub(l.at) < ListingFresh {
+			if _, in := l.skus[sku]; !in {
+				return nil, flashsale.ErrNotFound
+			}
+		}
+	}
 	v, err, _ := c.group.Do(sku, func() (any, error) {
 		// A fill shared by every request: its call to the record is the
 		// background's, not the request's that found the entry old.
@@ -140,6 +166,7 @@ func (c *Catalog) Put(s *flashsale.Sale) {
 
 // Forget drops the SKU from the cache, so the next read goes to the record.
 func (c *Catalog) Forget(sku string) {
+	c.listed.Store(nil)
 	c.mu.Lock()
 	if v, ok := c.bySKU.LoadAndDelete(sku); ok && v.(entry).sale == nil {
 		c.absent--
@@ -196,12 +223,15 @@ func (c *Catalog) pruneAbsent(now time.Time) {
 
 // Active returns the sales that are not closed at the time of the call,
 // read from the record: the background services (sweeper, invariant
-// watcher, warmer) call it once per round, not per request.
+// watcher, warmer) call it once per round, not per request. The read
+// also renews the listing BySKU consults for SKUs it has never seen.
 func (c *Catalog) Active(ctx context.Context) ([]*flashsale.Sale, error) {
+	began := c.now()
 	all, err := c.store.Sales(ctx)
 	if err != nil {
 		return nil, err
 	}
+	c.list(all, began)
 	now := c.now()
 	active := all[:0]
 	for _, s := range all {
@@ -210,4 +240,22 @@ func (c *Catalog) Active(ctx context.Context) ([]*flashsale.Sale, error) {
 		}
 	}
 	return active, nil
+}
+
+// list keeps all as the listing of every sale, read from began on,
+// unless a read that began later already gave one.
+func (c *Catalog) list(all []*flashsale.Sale, began time.Time) {
+	l := &listing{skus: make(map[string]struct{}, len(all)), at: began}
+	for _, s := range all {
+		l.skus[s.SKU] = struct{}{}
+	}
+	for {
+		old := c.listed.Load()
+		if old != nil && old.at.After(began) {
+			return
+		}
+		if c.listed.CompareAndSwap(old, l) {
+			return
+		}
+	}
 }

@@ -118,3 +118,69 @@ func TestAbsentSKUsAreBounded(t *testing.T) {
 		t.Fatalf("the last SKU asked again: %v, %d more record reads; want it from memory", err, store.reads-reads)
 	}
 }
+
+// listStore is a record of the sales in it, counting lookups by SKU.
+type listStore struct {
+	flashsale.SaleStore
+	sales   map[string]*flashsale.Sale
+	lookups int
+}
+
+func (l *listStore) SaleBySKU(_ context.Context, sku string) (*flashsale.Sale, error) {
+	l.lookups++
+	if s, ok := l.sales[sku]; ok {
+		cp := *s
+		return &cp, nil
+	}
+	return nil, flashsale.ErrNotFound
+}
+
+func (l *listStore) Sales(context.Context) ([]*flashsale.Sale, error) {
+	var out []*flashsale.Sale
+	for _, s := range l.sales {
+		cp := *s
+		out = append(out, &cp)
+	}
+	return out, nil
+}
+
+// A SKU missing from a fresh listing of every sale is answered without a
+// lookup; one listed, one put by this process, and any once the listing
+// is old are looked up; a sale created elsewhere is found from the next
+// listing on.
+func TestUnlistedSKUNeedsNoLookup(t *testing.T) {
+	ctx := context.Background()
+	clock := testenv.NewClock(time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC))
+	store := &listStore{sales: map[string]*flashsale.Sale{"real": {ID: "sale_1", SKU: "real"}}}
+	c := New(store, Config{Now: clock.Now})
+	lookup := func(sku string, wantFound bool, wantLookups int) {
+		t.Helper()
+		before := store.lookups
+		_, err := c.BySKU(ctx, sku)
+		if found := err == nil; found != wantFound || (err != nil && !errors.Is(err, flashsale.ErrNotFound)) {
+			t.Fatalf("BySKU(%q) = %v; want found %v", sku, err, wantFound)
+		}
+		if got := store.lookups - before; got != wantLookups {
+			t.Fatalf("BySKU(%q) made %d record lookups; want %d", sku, got, wantLookups)
+		}
+	}
+	lookup("nope", false, 1) // no listing yet
+	if _, err := c.Active(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second) // past the cache's TTL, within the listing's
+	lookup("nope", false, 0)
+	lookup("other", false, 0)
+	lookup("real", true, 1)
+	c.Put(&flashsale.Sale{ID: "sale_2", SKU: "mine"})
+	lookup("mine", true, 0)
+	// Created by another server: not found until the next listing.
+	store.sales["theirs"] = &flashsale.Sale{ID: "sale_3", SKU: "theirs"}
+	lookup("theirs", false, 0)
+	if _, err := c.Active(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lookup("theirs", true, 1)
+	clock.Advance(ListingFresh)
+	lookup("gone-stale", false, 1)
+}

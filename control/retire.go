@@ -49,16 +49,17 @@ type RetirerConfig struct {
 	// Queue, when set, forgets the sale's places too.
 	Queue Forgetter
 	// After is how long a sale stays closed before its state leaves the
-	// gate (default DefaultRetireAfter).
+	// gate and the queue (default DefaultRetireAfter).
 	After time.Duration
 	// Interval between rounds (default 1 minute).
 	Interval time.Duration
 }
 
 // DefaultRetireAfter is how long after it closes a sale's state leaves
-// the gate, unless configured: a day for the operator to look at the last
-// figures (the queue's and the gate's go), short enough that a shop
-// running a sale a day keeps one or two.
+// the gate and the queue, unless configured: a day for the operator to
+// look at the live figures that go with it (the counter, the queue's
+// length), short enough that a shop running a sale a day keeps one or
+// two.
 const DefaultRetireAfter = 24 * time.Hour
 
 // NewRetirer returns a Retirer for the service's sales.
@@ -124,9 +125,6 @@ func (r *Retirer) RetireOnce(ctx context.Context) ([]string, error) {
 	}
 	return done, errors.Join(errs...)
 }
-
-// Retired reports whether this retirer dropped the sale's state.
-func (r *Retirer) Retired(saleID string) bool { return r.isRetired(saleID) }
 
 func (r *Retirer) isRetired(saleID string) bool {
 	r.mu.Lock()

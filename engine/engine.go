@@ -203,7 +203,8 @@ type Engine struct {
 	Sweeper  *sweeper.Sweeper
 	Watcher  *invariant.Watcher
 	Warmer   *control.Warmer
-	// Retirer drops the gate's state of sales that are over.
+	// Retirer drops what the gate and the queue keep of sales that are
+	// over.
 	Retirer *control.Retirer
 	// Rebalancer looks after sales split over shards: nil with the
 	// in-process gate.

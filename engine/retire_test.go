@@ -106,7 +106,7 @@ func TestClosedSaleRetires(t *testing.T) {
 		}
 		// The operator still sees the sale and its orders.
 		v := h.sale("R1")
-		if v["state"] != "closed" || v["confirmed"] != 1.0 || v["pending"] != 0.0 {
+		if v["state"] != "closed" || v["confirmed"] != 1.0 || v["pending"] != 0.0 || v["gate"] != "retired" {
 			t.Fatalf("sale view after retirement: %v", v)
 		}
 	})

@@ -139,7 +139,8 @@ type adminSaleJSON struct {
 	Rejections   map[string]int64 `json:"rejections"`
 	Invariant    invariantJSON    `json:"invariant"`
 	// Gate says whether the gate holds the sale's counter ("loaded"),
-	// does not ("not_loaded") or did not answer ("unreachable").
+	// does not ("not_loaded"; "retired" for a closed sale) or did not
+	// answer ("unreachable").
 	Gate string `json:"gate"`
 	// Warm says the counter is loaded and every edge holds the sale.
 	Warm  bool       `json:"warm"`
@@ -180,6 +181,11 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 	case err != nil:
 		v.Gate = "unreachable"
 		v.Errors = append(v.Errors, "gate: unreachable")
+	case !snap.Loaded && v.State == flashsale.SaleClosed:
+		// Closed and not in the gate: retired (control.Retirer), or never
+		// loaded again since a restart; either way there is nothing left
+		// for the gate to sell or keep.
+		v.Gate = "retired"
 	case !snap.Loaded:
 		v.Gate = "not_loaded"
 	default:

@@ -99,9 +99,6 @@ func New(store flashsale.SaleStore, cfg Config) *Catalog {
 // read, the last known sale is served and the error logged, so that a
 // record outage does not take the waiting room down with it.
 func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error) {
-	if !flashsale.ValidSKU(sku) {
-		return nil, flashsale.ErrNotFound
-	}
 	now := c.now()
 	var e entry
 	v, ok := c.bySKU.Load(sku)
@@ -113,6 +110,10 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 			return nil, flashsale.ErrNotFound
 		}
 		return e.sale, nil
+	}
+	// Checked past the cache, which never holds a SKU that fails it.
+	if !flashsale.ValidSKU(sku) {
+		return nil, flashsale.ErrNotFound
 	}
 	if !ok || e.sale == nil {
 		if l := c.listed.Load(); l != nil && now.Sub(l.at) < ListingFresh {

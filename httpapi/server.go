@@ -355,9 +355,16 @@ type rejections struct {
 	m sync.Map // sku -> *sync.Map(code -> *atomic.Int64)
 }
 
-func (rj *rejections) add(sku string, code flashsale.Code) {
+// add counts a rejection against sku. A SKU not yet counted is counted
+// only if cat holds a sale for it: the path is the client's to choose, and
+// counting every SKU anyone sends would keep each of them for good. (An
+// edge has no catalog and no operator view: it counts nothing here.)
+func (rj *rejections) add(sku string, code flashsale.Code, cat *catalog.Catalog) {
 	v, ok := rj.m.Load(sku)
 	if !ok {
+		if cat == nil || !cat.Known(sku) {
+			return
+		}
 		v, _ = rj.m.LoadOrStore(sku, &sync.Map{})
 	}
 	codes := v.(*sync.Map)
@@ -401,13 +408,11 @@ func layerOf(code flashsale.Code) string {
 }
 
 // reject answers a funnel rejection and counts it against the sale, if
-// the SKU names one: the path is the client's to choose, and counting
-// every SKU anyone sends would keep each of them for good. (An edge has
-// no catalog and no operator view, so it counts only the metrics.)
+// the SKU names one.
 func (s *Server) reject(w http.ResponseWriter, r *http.Request, sku string, err error) {
 	code := flashsale.ErrorCode(err)
-	if sku != "" && s.cfg.Catalog != nil && s.cfg.Catalog.Known(sku) {
-		s.rejections.add(sku, code)
+	if sku != "" {
+		s.rejections.add(sku, code, s.cfg.Catalog)
 	}
 	s.cfg.Metrics.Rejection(layerOf(code), string(code))
 	writeError(w, s.cfg.Logger, r, err)

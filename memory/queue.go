@@ -249,8 +249,9 @@ func (q *Queue) Suspects(_ context.Context, saleID string) (map[string]string, e
 }
 
 // Forget drops the sale's places, entrants and counters, keeping its
-// suspects. It clears them in place, under their locks, so a call racing
-// with it sees the queue before or after, never half of it.
+// suspects (cleared in place, under their locks, so Flag and Suspects may
+// run beside it). A Join racing with it may see part of the old queue:
+// the sale is closed by then, so none comes.
 func (q *Queue) Forget(_ context.Context, saleID string) error {
 	v, ok := q.sales.Load(saleID)
 	if !ok {

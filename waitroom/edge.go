@@ -135,10 +135,6 @@ func (e *EdgeSnapshots) fetch(ctx context.Context, sku string) ([]*Snapshot, err
 
 // Snapshot implements Snapshots.
 func (e *EdgeSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, error) {
-	if !flashsale.ValidSKU(sku) {
-		// No sale has it: no need to ask the origin, or to remember it.
-		return nil, flashsale.ErrNotFound
-	}
 	now := e.cfg.Now()
 	e.mu.RLock()
 	snap, ok := e.bySKU[sku]
@@ -150,6 +146,10 @@ func (e *EdgeSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, er
 	}
 	if ok {
 		return snap, nil
+	}
+	if !flashsale.ValidSKU(sku) {
+		// No sale has it: no need to ask the origin, or to remember it.
+		return nil, flashsale.ErrNotFound
 	}
 	if missed && now.Sub(missedAt) < time.Second {
 		return nil, flashsale.ErrNotFound

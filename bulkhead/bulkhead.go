@@ -25,10 +25,15 @@ type Config struct {
 	// PerKey is how many of them one key (a sale) may hold at once. Zero
 	// means half of Max, at least 1; it is never more than Max.
 	PerKey int
+	// Shares names keys that may hold another number than PerKey (at
+	// least 1, at most Max), such as a key several sales share.
+	Shares map[string]int
 	// Wait is the longest a request waits for a slot before it is shed;
-	// zero or less sheds at once. At most Max requests wait at a time:
-	// beyond them, a request is shed at once too.
+	// zero or less sheds at once.
 	Wait time.Duration
+	// MaxWaiting is how many requests may wait for a slot at once: beyond
+	// them, a request is shed at once too. Zero means Max.
+	MaxWaiting int
 }
 
 // Bulkhead hands out slots. Safe for concurrent use; its zero value is not
@@ -39,9 +44,15 @@ type Bulkhead struct {
 	mu       sync.Mutex
 	inFlight int
 	byKey    map[string]int
-	// waiting is in arrival order: a freed slot goes to the first waiter
-	// whose key still has room.
-	waiting []*waiter
+	// queues holds each key's waiters in arrival order, only for keys that
+	// have some: a freed slot goes to the oldest waiter whose key has room,
+	// found among the queues' heads, so giving a slot back costs the
+	// number of keys waiting, not the number of waiters.
+	queues map[string]*queue
+	// waiting counts the waiters still waiting, across the queues.
+	waiting int
+	// seq numbers waiters in arrival order.
+	seq uint64
 
 	shed atomic.Int64
 	// queued, when set (tests), is called with the key of a request that
@@ -51,8 +62,34 @@ type Bulkhead struct {
 
 type waiter struct {
 	key string
+	seq uint64
 	// granted is closed once the slot is the waiter's.
 	granted chan struct{}
+	// gone is set, under Bulkhead.mu, by a waiter that gave up; its queue
+	// drops it when it comes to the head, or when the gone outnumber the
+	// rest.
+	gone bool
+}
+
+// queue is one key's waiters, oldest first, some of them perhaps gone.
+type queue struct {
+	waiters []*waiter
+	gone    int
+}
+
+// head returns the oldest waiter still waiting, dropping the gone ahead of
+// it, or nil.
+func (q *queue) head() *waiter {
+	for len(q.waiters) > 0 {
+		w := q.waiters[0]
+		if !w.gone {
+			return w
+		}
+		q.waiters[0] = nil
+		q.waiters = q.waiters[1:]
+		q.gone--
+	}
+	return nil
 }
 
 // New returns a Bulkhead sized by cfg. Max below 1 is taken as 1.
@@ -62,11 +99,27 @@ func New(cfg Config) *Bulkhead {
 		cfg.PerKey = max(cfg.Max/2, 1)
 	}
 	cfg.PerKey = min(cfg.PerKey, cfg.Max)
-	return &Bulkhead{cfg: cfg, byKey: make(map[string]int)}
+	shares := make(map[string]int, len(cfg.Shares))
+	for key, n := range cfg.Shares {
+		shares[key] = min(max(n, 1), cfg.Max)
+	}
+	cfg.Shares = shares
+	if cfg.MaxWaiting <= 0 {
+		cfg.MaxWaiting = cfg.Max
+	}
+	return &Bulkhead{cfg: cfg, byKey: make(map[string]int), queues: make(map[string]*queue)}
 }
 
 // Config returns the bulkhead's sizes, defaults applied.
 func (b *Bulkhead) Config() Config { return b.cfg }
+
+// Share returns how many slots key may hold at once.
+func (b *Bulkhead) Share(key string) int {
+	if n, ok := b.cfg.Shares[key]; ok {
+		return n
+	}
+	return b.cfg.PerKey
+}
 
 // Acquire takes a slot for key, waiting at most Config.Wait (or until ctx
 // ends) for one. It returns the function that gives the slot back, to be
@@ -79,13 +132,20 @@ func (b *Bulkhead) Acquire(ctx context.Context, key string) (release func(), ok 
 		b.mu.Unlock()
 		return b.releaser(key), true
 	}
-	if b.cfg.Wait <= 0 || len(b.waiting) >= b.cfg.Max {
+	if b.cfg.Wait <= 0 || b.waiting >= b.cfg.MaxWaiting {
 		b.mu.Unlock()
 		b.shed.Add(1)
 		return nil, false
 	}
-	w := &waiter{key: key, granted: make(chan struct{})}
-	b.waiting = append(b.waiting, w)
+	b.seq++
+	w := &waiter{key: key, seq: b.seq, granted: make(chan struct{})}
+	q := b.queues[key]
+	if q == nil {
+		q = &queue{}
+		b.queues[key] = q
+	}
+	q.waiters = append(q.waiters, w)
+	b.waiting++
 	queued := b.queued
 	b.mu.Unlock()
 	if queued != nil {
@@ -108,19 +168,36 @@ func (b *Bulkhead) Acquire(ctx context.Context, key string) (release func(), ok 
 		return b.releaser(key), true
 	default:
 	}
-	for i, other := range b.waiting {
-		if other == w {
-			b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
-			break
-		}
-	}
+	b.leave(w)
 	b.shed.Add(1)
 	return nil, false
 }
 
+// leave takes w, which gave up, out of its key's waiters. b.mu held.
+func (b *Bulkhead) leave(w *waiter) {
+	w.gone = true
+	b.waiting--
+	q := b.queues[w.key]
+	q.gone++
+	if q.head() == nil {
+		delete(b.queues, w.key)
+		return
+	}
+	if q.gone > len(q.waiters)/2 {
+		kept := q.waiters[:0]
+		for _, other := range q.waiters {
+			if !other.gone {
+				kept = append(kept, other)
+			}
+		}
+		clear(q.waiters[len(kept):])
+		q.waiters, q.gone = kept, 0
+	}
+}
+
 // fits reports whether a request for key may take a slot now. b.mu held.
 func (b *Bulkhead) fits(key string) bool {
-	return b.inFlight < b.cfg.Max && b.byKey[key] < b.cfg.PerKey
+	return b.inFlight < b.cfg.Max && b.byKey[key] < b.Share(key)
 }
 
 // take counts a slot as key's. b.mu held.
@@ -148,17 +225,31 @@ func (b *Bulkhead) release(key string) {
 	if b.byKey[key]--; b.byKey[key] <= 0 {
 		delete(b.byKey, key)
 	}
-	kept := b.waiting[:0]
-	for _, w := range b.waiting {
-		if b.fits(w.key) {
-			b.take(w.key)
-			close(w.granted)
-			continue
+	for b.inFlight < b.cfg.Max {
+		var next *waiter
+		for k, q := range b.queues {
+			w := q.head()
+			if w == nil {
+				delete(b.queues, k)
+				continue
+			}
+			if b.byKey[k] < b.Share(k) && (next == nil || w.seq < next.seq) {
+				next = w
+			}
 		}
-		kept = append(kept, w)
+		if next == nil {
+			return
+		}
+		q := b.queues[next.key]
+		q.waiters[0] = nil
+		q.waiters = q.waiters[1:]
+		if q.head() == nil {
+			delete(b.queues, next.key)
+		}
+		b.waiting--
+		b.take(next.key)
+		close(next.granted)
 	}
-	clear(b.waiting[len(kept):])
-	b.waiting = kept
 }
 
 // InFlight returns how many slots are taken now.
@@ -166,6 +257,13 @@ func (b *Bulkhead) InFlight() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.inFlight
+}
+
+// Waiting returns how many requests wait for a slot now.
+func (b *Bulkhead) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waiting
 }
 
 // InFlightOf returns how many slots key holds now.

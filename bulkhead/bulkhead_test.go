@@ -161,10 +161,10 @@ func TestWaitIsBounded(t *testing.T) {
 		t.Fatal("a slot was handed out past the bound")
 	}
 	b.mu.Lock()
-	left := len(b.waiting)
+	left, queues := b.waiting, len(b.queues)
 	b.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d waiters left behind", left)
+	if left != 0 || queues != 0 {
+		t.Fatalf("%d waiters (%d queues) left behind", left, queues)
 	}
 }
 
@@ -227,5 +227,115 @@ func TestConcurrentNeverExceeds(t *testing.T) {
 	}
 	if b.InFlight() != 0 {
 		t.Fatalf("in flight %d at the end", b.InFlight())
+	}
+}
+
+// TestShares: a key named in Shares holds its own number of slots, not
+// PerKey, and out-of-range shares are clamped.
+func TestShares(t *testing.T) {
+	b := New(Config{Max: 8, PerKey: 4, Shares: map[string]int{"shared": 2, "zero": 0, "huge": 99}})
+	if b.Share("shared") != 2 || b.Share("zero") != 1 || b.Share("huge") != 8 || b.Share("sale") != 4 {
+		t.Fatalf("shares %d %d %d %d, want 2 1 8 4", b.Share("shared"), b.Share("zero"), b.Share("huge"), b.Share("sale"))
+	}
+	hold(t, b, "shared", 2)
+	if _, ok := b.Acquire(context.Background(), "shared"); ok {
+		t.Fatal("the shared key took more than its share")
+	}
+	hold(t, b, "sale", 4)
+	if b.InFlight() != 6 {
+		t.Fatalf("in flight %d, want 6", b.InFlight())
+	}
+}
+
+// TestMaxWaiting: MaxWaiting lets more requests wait than Max may run,
+// and no more.
+func TestMaxWaiting(t *testing.T) {
+	b := New(Config{Max: 1, Wait: time.Hour, MaxWaiting: 3})
+	queued := make(chan string, 3)
+	b.queued = func(key string) { queued <- key }
+	release := hold(t, b, "a", 1)[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	results := make(chan bool, 3)
+	for range 3 {
+		go func() {
+			r, ok := b.Acquire(ctx, "a")
+			if ok {
+				r()
+			}
+			results <- ok
+		}()
+		<-queued
+	}
+	if _, ok := b.Acquire(context.Background(), "a"); ok {
+		t.Fatal("a fourth waiter got a slot")
+	}
+	release()
+	for range 3 {
+		if !<-results {
+			t.Fatal("a waiter within MaxWaiting was shed")
+		}
+	}
+}
+
+// TestOldestWaiterFirst: with many waiters over several keys, freed slots
+// go oldest first among the keys with room, a waiter that gave up is
+// passed over, and the queues are empty at the end.
+func TestOldestWaiterFirst(t *testing.T) {
+	b := New(Config{Max: 2, PerKey: 2, Wait: time.Hour, MaxWaiting: 16})
+	queued := make(chan string, 16)
+	b.queued = func(key string) { queued <- key }
+	held := hold(t, b, "x", 2)
+
+	type result struct {
+		name string
+		ok   bool
+	}
+	granted := make(chan result, 16)
+	cancels := map[string]context.CancelFunc{}
+	gotSlot := make(chan func(), 16)
+	names := []string{"a1", "b1", "a2", "gone", "b2", "a3"}
+	for _, name := range names {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[name] = cancel
+		key := name[:1]
+		if name == "gone" {
+			key = "a"
+		}
+		go func() {
+			r, ok := b.Acquire(ctx, key)
+			granted <- result{name, ok}
+			if ok {
+				gotSlot <- r
+			}
+		}()
+		<-queued
+	}
+	cancels["gone"]()
+	if got := <-granted; got != (result{"gone", false}) {
+		t.Fatalf("first answer %+v, want gone shed", got)
+	}
+	// Each slot given back goes to the next waiter in arrival order.
+	release := held[0]
+	held[1]()
+	if got := <-granted; got != (result{"a1", true}) {
+		t.Fatalf("got %+v, want a1", got)
+	}
+	for _, want := range []string{"b1", "a2", "b2", "a3"} {
+		release()
+		if got := <-granted; got != (result{want, true}) {
+			t.Fatalf("got %+v, want %s", got, want)
+		}
+		release = <-gotSlot
+	}
+	release()
+	(<-gotSlot)()
+	for _, cancel := range cancels {
+		cancel()
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.inFlight != 0 || b.waiting != 0 || len(b.queues) != 0 {
+		t.Fatalf("in flight %d, waiting %d, queues %d at the end", b.inFlight, b.waiting, len(b.queues))
 	}
 }

@@ -56,8 +56,9 @@ const (
 	// the request may be repeated (with the same Idempotency-Key).
 	CodeUnavailable Code = "unavailable"
 	// CodeOverloaded: the purchase path had no slot free for the request
-	// (in total, or for its sale), so it was shed before it did anything;
-	// repeat it after Retry-After with the same Idempotency-Key.
+	// (in total, or for its sale), or the waiting room none for its sale
+	// in time, so it was shed before it did anything; repeat it after
+	// Retry-After (a purchase with the same Idempotency-Key).
 	CodeOverloaded Code = "overloaded"
 	// CodeNotRegistered: a lottery sale's ticket asked for before
 	// registering; register during the window first.

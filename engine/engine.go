@@ -19,9 +19,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -87,11 +89,23 @@ type Config struct {
 	// SaleMaxInFlight is one sale's share of MaxInFlight, so that a big
 	// sale cannot take the slots of a quiet one (default half of
 	// MaxInFlight, at least 1). Confirm, cancel and get of a reservation
-	// share one more budget of this size.
+	// share one more budget, half this size.
 	SaleMaxInFlight int
 	// InFlightWait is the longest a purchase request waits for a slot
 	// before it is shed (default 25ms; below zero, none).
 	InFlightWait time.Duration
+	// RoomSaleInFlight bounds one sale's waiting-room requests (ticket,
+	// status, admission, registration) in progress at once on this
+	// server, origin or edge, so that a big sale's crowd cannot hold every
+	// processor while another sale's shoppers wait behind it: past it a
+	// request waits, parked, for up to RoomInFlightWait, and is then shed
+	// with 503 overloaded. Zero means four per processor (GOMAXPROCS);
+	// below zero, no bound.
+	RoomSaleInFlight int
+	// RoomInFlightWait is the longest a waiting-room request waits for one
+	// of its sale's slots (default DefaultRoomInFlightWait; below zero,
+	// none).
+	RoomInFlightWait time.Duration
 	// UserJWTSecret verifies shopper JWTs with HS256; UserJWTPublicKey
 	// (PEM) with EdDSA or RS256. With neither, the development key is used.
 	UserJWTSecret    string
@@ -192,17 +206,20 @@ type Engine struct {
 	// InFlight bounds the purchase path's requests in flight; nil when
 	// MaxInFlight < 0, and at an edge, which has no purchase path.
 	InFlight *bulkhead.Bulkhead
-	Gate     flashsale.GateAdmin
-	Queue    waitroom.Queue
-	Tokens   *token.Keyring
-	Shoppers *identity.Verifier
-	Catalog  *catalog.Catalog
-	Control  *control.Service
-	Purchase *purchase.Service
-	Room     *waitroom.Room
-	Sweeper  *sweeper.Sweeper
-	Watcher  *invariant.Watcher
-	Warmer   *control.Warmer
+	// RoomInFlight bounds each sale's waiting-room requests in progress;
+	// nil when RoomSaleInFlight < 0.
+	RoomInFlight *bulkhead.Bulkhead
+	Gate         flashsale.GateAdmin
+	Queue        waitroom.Queue
+	Tokens       *token.Keyring
+	Shoppers     *identity.Verifier
+	Catalog      *catalog.Catalog
+	Control      *control.Service
+	Purchase     *purchase.Service
+	Room         *waitroom.Room
+	Sweeper      *sweeper.Sweeper
+	Watcher      *invariant.Watcher
+	Warmer       *control.Warmer
 	// Retirer drops what the gate and the queue keep of sales that are
 	// over.
 	Retirer *control.Retirer
@@ -282,6 +299,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("shopper JWT key: %w", err)
 	}
+	e.openRoomInFlight()
 	if cfg.Role == httpapi.RoleEdge {
 		return e, e.openEdge(ctx)
 	}
@@ -350,7 +368,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
-		InFlight: e.InFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
+		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
 	return e, nil
 }
 
@@ -392,7 +410,8 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
 	e.Handler = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
-		Page: page.Handler(), MintDemoToken: e.demoMinter(), Ready: e.edgeReady, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+		Page: page.Handler(), MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
+		Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
 	return nil
 }
 
@@ -534,9 +553,54 @@ func (e *Engine) openInFlight() {
 	if wait == 0 {
 		wait = DefaultInFlightWait
 	}
-	e.InFlight = bulkhead.New(bulkhead.Config{Max: limit, PerKey: cfg.SaleMaxInFlight, Wait: wait})
+	share := cfg.SaleMaxInFlight
+	if share <= 0 {
+		share = max(limit/2, 1)
+	}
+	// The routes that name a reservation share half a sale's budget, so
+	// that a big sale's reserves and its shoppers' confirms together leave
+	// a quarter of the slots (by default) to every other sale.
+	e.InFlight = bulkhead.New(bulkhead.Config{Max: limit, PerKey: share, Wait: wait,
+		Shares: map[string]int{httpapi.ReservationRoutes: max(share/2, 1)}})
 	sized := e.InFlight.Config()
 	e.Metrics.PurchaseInFlight(e.InFlight.InFlight, sized.Max, sized.PerKey)
+}
+
+// DefaultRoomInFlightWait is the longest a waiting-room request waits for
+// one of its sale's slots before it is shed, unless
+// Config.RoomInFlightWait says otherwise. It is long: parking, not
+// shedding, is what gives the processors back, and a shopper answered late
+// has lost nothing, where one told to come back has lost a round trip. The
+// bound on how many wait (roomWaiting) is what sheds a crowd the server
+// cannot keep up with.
+const DefaultRoomInFlightWait = 10 * time.Second
+
+// roomWaiting bounds the waiting-room requests waiting for a slot at once,
+// over every sale: each is a parked goroutine and a timer, and a second's
+// backlog at the design's ten thousand requests a second of one sale is
+// this many.
+const roomWaiting = 10_000
+
+// openRoomInFlight sizes the waiting room's per-sale bound: by default four
+// requests a processor, enough to keep every processor busy on one sale's
+// crowd through the queue's round trips, few enough that another sale's
+// request finds a processor soon. There is no bound over all sales: what
+// a sale's share protects is the processors, and those are bounded.
+func (e *Engine) openRoomInFlight() {
+	share := e.Config.RoomSaleInFlight
+	if share < 0 {
+		return
+	}
+	if share == 0 {
+		share = 4 * runtime.GOMAXPROCS(0)
+	}
+	wait := e.Config.RoomInFlightWait
+	if wait == 0 {
+		wait = DefaultRoomInFlightWait
+	}
+	e.RoomInFlight = bulkhead.New(bulkhead.Config{Max: math.MaxInt32, PerKey: share, Wait: wait,
+		MaxWaiting: roomWaiting})
+	e.Metrics.RoomInFlight(e.RoomInFlight.InFlight, e.RoomInFlight.Waiting, share)
 }
 
 // eventsWritten wakes the relay after a commit that wrote events.

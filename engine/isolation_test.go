@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
+	"github.com/flashsale/flashsale/httpapi"
 	recordcalls "github.com/flashsale/flashsale/internal/tally"
 	"github.com/flashsale/flashsale/postgres"
 )
@@ -478,4 +480,150 @@ func TestQueueAndGateTalkToRedisApart(t *testing.T) {
 			t.Errorf("no Redis connection named %s did any work; last commands by name: %v", name, worked)
 		}
 	}
+}
+
+// TestPurchaseSharesLeaveRoomForAnotherSale: with the purchase path's
+// default sizes, one sale's reserves at their share and every shopper's
+// confirms at theirs still leave slots for another sale's reserves.
+func TestPurchaseSharesLeaveRoomForAnotherSale(t *testing.T) {
+	for _, tc := range []struct{ max, share int }{{0, 0}, {8, 0}, {4, 0}, {32, 12}} {
+		h := newHarness(t, backends[0], func(c *engine.Config) {
+			c.MaxInFlight, c.SaleMaxInFlight, c.InFlightWait = tc.max, tc.share, -1
+		})
+		b := h.eng.InFlight
+		ctx := context.Background()
+		for range b.Share("big") {
+			if _, ok := b.Acquire(ctx, "big"); !ok {
+				t.Fatalf("%+v: the big sale's share was shed", tc)
+			}
+		}
+		for range b.Share(httpapi.ReservationRoutes) {
+			if _, ok := b.Acquire(ctx, httpapi.ReservationRoutes); !ok {
+				t.Fatalf("%+v: the confirms' share was shed", tc)
+			}
+		}
+		if _, ok := b.Acquire(ctx, "quiet"); !ok {
+			cfg := b.Config()
+			t.Fatalf("%+v: no slot left for a quiet sale (max %d, sale %d, reservation routes %d)",
+				tc, cfg.Max, cfg.PerKey, b.Share(httpapi.ReservationRoutes))
+		}
+	}
+}
+
+// roomBound is a harness whose waiting room holds at most share requests
+// of a sale in progress, waiting for a slot at most wait.
+func roomBound(t *testing.T, b backend, share int, wait time.Duration) *harness {
+	return newHarness(t, b, func(c *engine.Config) { c.RoomSaleInFlight, c.RoomInFlightWait = share, wait })
+}
+
+// TestBigSaleCrowdLeavesTheRoomToAnother: while one sale's waiting-room
+// requests hold all of its share (a crowd's tickets and polls in
+// progress), its next request is shed 503 overloaded with Retry-After,
+// having done nothing, and another sale's ticket and status are answered
+// at the same moment.
+func TestBigSaleCrowdLeavesTheRoomToAnother(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := roomBound(t, b, 2, -1)
+		h.createSale("console", nil)
+		h.createSale("teapot", nil)
+		room := h.eng.RoomInFlight
+		if room.Share("console") != 2 {
+			t.Fatalf("a sale's share %d, want 2", room.Share("console"))
+		}
+		var crowd []func()
+		for range 2 {
+			release, ok := room.Acquire(context.Background(), "console")
+			if !ok {
+				t.Fatal("the crowd's slots were shed")
+			}
+			crowd = append(crowd, release)
+		}
+
+		auth := map[string]string{"Authorization": "Bearer " + h.jwt("alice")}
+		r := h.do("GET", "/sale/console/ticket", auth, nil)
+		if r.status != http.StatusServiceUnavailable || r.code() != "overloaded" || r.header.Get("Retry-After") != "1" {
+			t.Fatalf("a ticket past the sale's share: %d %s (Retry-After %q), want 503 overloaded, Retry-After 1",
+				r.status, r.body, r.header.Get("Retry-After"))
+		}
+		if r := h.do("GET", "/sale/console/status?token=x", nil, nil); r.status != http.StatusServiceUnavailable || r.code() != "overloaded" {
+			t.Fatalf("a poll past the sale's share: %d %s, want 503 overloaded", r.status, r.body)
+		}
+		// What the route needs but lacks is told at once, never shed.
+		if r := h.do("GET", "/sale/console/ticket", nil, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("a ticket without a JWT past the sale's share: %d %s, want 401", r.status, r.body)
+		}
+		if r := h.do("GET", "/sale/console/status", nil, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("a poll without a token past the sale's share: %d %s, want 401", r.status, r.body)
+		}
+		if r := h.do("POST", "/sale/console/admission", nil, `{"token": "x"}`); r.status != http.StatusBadRequest {
+			t.Fatalf("an admission without its nonce past the sale's share: %d %s, want 400", r.status, r.body)
+		}
+		if h.sale("console")["waiting"] != 0.0 {
+			t.Fatalf("the shed ticket took a place: %v", h.sale("console")["waiting"])
+		}
+		// The other sale, at the same moment.
+		h.admit("teapot", "bob")
+		if got := h.sale("teapot")["rejections"].(map[string]any); len(got) != 0 {
+			t.Fatalf("the other sale was told no: %v", got)
+		}
+		if got := h.sale("console")["rejections"].(map[string]any); got["overloaded"] != 2.0 {
+			t.Fatalf("the big sale's rejections %v, want overloaded 2", got)
+		}
+		if m := h.metrics(); !strings.Contains(m, "flashsale_room_in_flight 2") ||
+			!strings.Contains(m, "flashsale_room_sale_in_flight_limit 2") {
+			t.Fatalf("metrics do not show the room's slots:\n%s", grepLines(m, "room_"))
+		}
+
+		crowd[0]()
+		h.admit("console", "alice")
+		crowd[1]()
+		if n := room.InFlight(); n != 0 {
+			t.Fatalf("%d room slots taken after every answer", n)
+		}
+	})
+}
+
+// TestRoomRequestWaitsParkedForItsTurn: a waiting-room request past its
+// sale's share waits, and is answered once a slot frees, not shed.
+func TestRoomRequestWaitsParkedForItsTurn(t *testing.T) {
+	h := roomBound(t, backends[0], 1, time.Hour)
+	h.createSale("console", nil)
+	room := h.eng.RoomInFlight
+	release, ok := room.Acquire(context.Background(), "console")
+	if !ok {
+		t.Fatal("the crowd's slot was shed")
+	}
+	answered := make(chan response, 1)
+	go func() {
+		answered <- h.do("GET", "/sale/console/ticket", map[string]string{"Authorization": "Bearer " + h.jwt("alice")}, nil)
+	}()
+	for room.Waiting() == 0 {
+		select {
+		case r := <-answered:
+			t.Fatalf("answered %d %s without a slot", r.status, r.body)
+		default:
+			runtime.Gosched()
+		}
+	}
+	if m := h.metrics(); !strings.Contains(m, "flashsale_room_waiting 1") {
+		t.Fatalf("metrics do not show the parked request:\n%s", grepLines(m, "room_"))
+	}
+	release()
+	if r := <-answered; r.status != http.StatusOK {
+		t.Fatalf("the parked ticket: %d %s, want 200", r.status, r.body)
+	}
+}
+
+// TestRoomUnbounded: RoomSaleInFlight below zero bounds nothing; zero
+// gives each sale four slots a processor.
+func TestRoomUnbounded(t *testing.T) {
+	if h := roomBound(t, backends[0], -1, 0); h.eng.RoomInFlight != nil {
+		t.Fatal("a room bound with RoomSaleInFlight -1")
+	}
+	h := roomBound(t, backends[0], 0, 0)
+	if got, want := h.eng.RoomInFlight.Share("any"), 4*runtime.GOMAXPROCS(0); got != want {
+		t.Fatalf("default share %d, want %d", got, want)
+	}
+	h.createSale("console", nil)
+	h.admit("console", "alice")
 }

@@ -74,6 +74,14 @@ type Config struct {
 	// cancel of a reservation): a request that finds no slot is answered
 	// 503 overloaded before it does any work. Nil bounds nothing.
 	InFlight *bulkhead.Bulkhead
+	// RoomInFlight bounds each sale's waiting-room requests (ticket,
+	// status, admission, registration) in progress at once, keyed by the
+	// SKU: past a sale's share, a request waits parked, using no
+	// processor, and is shed 503 overloaded if it waits too long. Without
+	// it, one sale's crowd keeps enough requests runnable to hold every
+	// processor, and another sale's shoppers wait their turn behind it.
+	// Nil bounds nothing.
+	RoomInFlight *bulkhead.Bulkhead
 	// Ready reports whether an edge can answer (its snapshots are fresh);
 	// the origin asks its stores instead.
 	Ready   func(ctx context.Context) error

@@ -129,6 +129,15 @@ func seconds(d time.Duration) int64 {
 
 func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 	sku := r.PathValue("sku")
+	if r.Header.Get("Authorization") == "" {
+		s.shopper(w, r, sku) // answers 401: a request without one is never shed
+		return
+	}
+	release, ok := s.roomSlot(w, r, sku)
+	if !ok {
+		return
+	}
+	defer release()
 	sh, ok := s.shopper(w, r, sku)
 	if !ok {
 		return
@@ -157,6 +166,11 @@ func (s *Server) postRegister(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, r, sku, err)
 		return
 	}
+	release, ok := s.roomSlot(w, r, sku)
+	if !ok {
+		return
+	}
+	defer release()
 	sh, ok := s.shopper(w, r, sku)
 	if !ok {
 		return
@@ -230,6 +244,11 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, r, sku, flashsale.Errorf(flashsale.CodeInvalidToken, "The token query parameter is required."))
 		return
 	}
+	release, ok := s.roomSlot(w, r, sku)
+	if !ok {
+		return
+	}
+	defer release()
 	st, err := s.cfg.Room.Status(r.Context(), sku, tok)
 	if err != nil {
 		s.reject(w, r, sku, err)
@@ -279,6 +298,11 @@ func (s *Server) postAdmission(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, r, sku, flashsale.Errorf(flashsale.CodeBadRequest, "token, salt and nonce are required."))
 		return
 	}
+	release, ok := s.roomSlot(w, r, sku)
+	if !ok {
+		return
+	}
+	defer release()
 	st, err := s.cfg.Room.Admission(r.Context(), sku, b.Token, b.Salt, b.Nonce)
 	if err != nil {
 		s.reject(w, r, sku, err)
@@ -371,7 +395,7 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.slot(w, r, "", reservationRoutes)
+	release, ok := s.slot(w, r, "", ReservationRoutes)
 	if !ok {
 		return
 	}
@@ -410,7 +434,7 @@ func (s *Server) postConfirm(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.slot(w, r, "", reservationRoutes)
+	release, ok := s.slot(w, r, "", ReservationRoutes)
 	if !ok {
 		return
 	}
@@ -428,7 +452,7 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.slot(w, r, "", reservationRoutes)
+	release, ok := s.slot(w, r, "", ReservationRoutes)
 	if !ok {
 		return
 	}
@@ -441,12 +465,14 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"state": string(res.State)})
 }
 
-// reservationRoutes is the bulkhead's key for the routes that name a
-// reservation, not a sale (get, confirm, cancel): learning the sale would
-// take a record read before the slot, the very cost the slot bounds, so
-// they share one budget of a sale's size instead, and cannot take every
-// slot from the reserves either.
-const reservationRoutes = "\x00reservations"
+// ReservationRoutes is the purchase bulkhead's key for the routes that
+// name a reservation, not a sale (get, confirm, cancel): learning the sale
+// would take a record read before the slot, the very cost the slot bounds,
+// so they share one budget instead (the engine makes it half a sale's), and
+// cannot take every slot from the reserves either. Nor can one sale's
+// reserves and its shoppers' confirms together take every slot from
+// another sale's reserves.
+const ReservationRoutes = "\x00reservations"
 
 // errOverloaded sheds a purchase request that found no slot.
 var errOverloaded = &flashsale.Error{Code: flashsale.CodeOverloaded,
@@ -465,6 +491,30 @@ func (s *Server) slot(w http.ResponseWriter, r *http.Request, sku, key string) (
 	release, ok = s.cfg.InFlight.Acquire(r.Context(), key)
 	if !ok {
 		s.reject(w, r, sku, errOverloaded)
+		return nil, false
+	}
+	return release, true
+}
+
+// errRoomOverloaded sheds a waiting-room request that found none of its
+// sale's slots free in time.
+var errRoomOverloaded = &flashsale.Error{Code: flashsale.CodeOverloaded,
+	Message:    "Too many shoppers are asking about this sale at once; nothing is lost and your place is kept. Ask again after Retry-After.",
+	RetryAfter: time.Second}
+
+// roomSlot takes one of the sale's waiting-room slots, or answers 503
+// overloaded itself. A request missing what the route needs (a JWT, a
+// token, a body's fields) is told so before, never shed; checking that the
+// credentials are good comes after, as it is most of the request's work.
+// The slot is the SKU's, whether or not a sale has it, and is forgotten
+// once free.
+func (s *Server) roomSlot(w http.ResponseWriter, r *http.Request, sku string) (release func(), ok bool) {
+	if s.cfg.RoomInFlight == nil {
+		return func() {}, true
+	}
+	release, ok = s.cfg.RoomInFlight.Acquire(r.Context(), sku)
+	if !ok {
+		s.reject(w, r, sku, errRoomOverloaded)
 		return nil, false
 	}
 	return release, true

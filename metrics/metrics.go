@@ -371,6 +371,30 @@ func (m *Metrics) PurchaseInFlight(inFlight func() int, limit, saleLimit int) {
 	)
 }
 
+// RoomInFlight publishes the waiting room's requests in progress and
+// waiting for a slot, over every sale, and one sale's bound on those in
+// progress (package bulkhead), read at each scrape. Its sheds are
+// flashsale_rejections_total{layer="capacity",code="overloaded"} too.
+func (m *Metrics) RoomInFlight(inFlight, waiting func() int, saleLimit int) {
+	if m == nil {
+		return
+	}
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashsale_room_in_flight",
+			Help: "Waiting-room requests (ticket, status, admission, registration) in progress now, over every sale.",
+		}, func() float64 { return float64(inFlight()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashsale_room_waiting",
+			Help: "Waiting-room requests waiting, parked, for a slot of their sale now.",
+		}, func() float64 { return float64(waiting()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "flashsale_room_sale_in_flight_limit",
+			Help: "One sale's bound on waiting-room requests in progress (--room-sale-in-flight); past it they wait, then are shed with 503 overloaded.",
+		}, func() float64 { return float64(saleLimit) }),
+	)
+}
+
 // RecordPool publishes a record connection pool's connections in use and
 // its bound, read from stat at each scrape, labelled with the pool's name
 // (purchase, background, relay): a pool at its bound is the saturation

@@ -40,6 +40,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	saleMaxInFlight := fs.Int("sale-max-in-flight", 0, "one sale's share of --max-in-flight (0: half of it, at least 1)")
 	inFlightWait := fs.Duration("in-flight-wait", engine.DefaultInFlightWait,
 		"longest a purchase request waits for a slot before it is shed (0: none)")
+	roomSaleInFlight := fs.Int("room-sale-in-flight", 0,
+		"one sale's waiting-room requests (ticket, status, admission, registration) in progress at once, past which they wait up to 10s, then are shed with 503 overloaded (0: four per processor; -1: no bound)")
 	jwtSecret := fs.String("user-jwt-secret", "", "HS256 secret for shopper JWTs (default: the development key, with a warning)")
 	jwtPublicKey := fs.String("user-jwt-public-key", "", "PEM file of the EdDSA or RS256 public key for shopper JWTs")
 	adminToken := fs.String("admin-token", "", "bearer token for /admin/ (default: /admin/ answers only on loopback)")
@@ -94,8 +96,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if *bgMaxConns < 1 {
 		return usageError{"serve: --background-max-conns must be at least 1"}
 	}
-	if *maxInFlight < -1 || *saleMaxInFlight < 0 || *inFlightWait < 0 {
-		return usageError{"serve: --max-in-flight must be -1 (no bound), 0 (the default) or more, --sale-max-in-flight and --in-flight-wait 0 or more"}
+	if *maxInFlight < -1 || *saleMaxInFlight < 0 || *inFlightWait < 0 || *roomSaleInFlight < -1 {
+		return usageError{"serve: --max-in-flight and --room-sale-in-flight must be -1 (no bound), 0 (the default) or more, --sale-max-in-flight and --in-flight-wait 0 or more"}
 	}
 	// The engine reads a zero wait as its default; here 0 means none.
 	wait := *inFlightWait
@@ -137,6 +139,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxInFlight:        *maxInFlight,
 		SaleMaxInFlight:    *saleMaxInFlight,
 		InFlightWait:       wait,
+		RoomSaleInFlight:   *roomSaleInFlight,
 		RetireAfter:        *retireAfter,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/bulkhead"
 	"github.com/flashsale/flashsale/identity"
 	"github.com/flashsale/flashsale/purchase"
 	"github.com/flashsale/flashsale/waitroom"
@@ -485,15 +486,7 @@ var errOverloaded = &flashsale.Error{Code: flashsale.CodeOverloaded,
 // before the slot is held: a shed request has stored no key and asked no
 // gate, so its repeat starts afresh.
 func (s *Server) slot(w http.ResponseWriter, r *http.Request, sku, key string) (release func(), ok bool) {
-	if s.cfg.InFlight == nil {
-		return func() {}, true
-	}
-	release, ok = s.cfg.InFlight.Acquire(r.Context(), key)
-	if !ok {
-		s.reject(w, r, sku, errOverloaded)
-		return nil, false
-	}
-	return release, true
+	return s.acquire(w, r, s.cfg.InFlight, sku, key, errOverloaded)
 }
 
 // errRoomOverloaded sheds a waiting-room request that found none of its
@@ -509,12 +502,18 @@ var errRoomOverloaded = &flashsale.Error{Code: flashsale.CodeOverloaded,
 // The slot is the SKU's, whether or not a sale has it, and is forgotten
 // once free.
 func (s *Server) roomSlot(w http.ResponseWriter, r *http.Request, sku string) (release func(), ok bool) {
-	if s.cfg.RoomInFlight == nil {
+	return s.acquire(w, r, s.cfg.RoomInFlight, sku, sku, errRoomOverloaded)
+}
+
+// acquire takes a slot of b for key, or answers shed itself, counted as a
+// rejection of sku. A nil b bounds nothing.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request, b *bulkhead.Bulkhead, sku, key string, shed error) (release func(), ok bool) {
+	if b == nil {
 		return func() {}, true
 	}
-	release, ok = s.cfg.RoomInFlight.Acquire(r.Context(), sku)
+	release, ok = b.Acquire(r.Context(), key)
 	if !ok {
-		s.reject(w, r, sku, errRoomOverloaded)
+		s.reject(w, r, sku, shed)
 		return nil, false
 	}
 	return release, true

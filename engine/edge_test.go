@@ -28,7 +28,7 @@ func TestEdgeServesTheWaitingRoom(t *testing.T) {
 	edge, err := engine.Open(context.Background(), engine.Config{
 		Role: "edge", RedisURL: testenv.RedisURL(), RedisPrefix: h.prefix, OriginURL: h.srv.URL,
 		OriginToken: "edge-secret", EdgeID: "edge-1", TokenKeys: tokenKeysOf(t, h), Now: h.clock.Now,
-		DataDir: t.TempDir(),
+		DataDir: t.TempDir(), RoomSaleInFlight: 1, RoomInFlightWait: -1,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +74,15 @@ func TestEdgeServesTheWaitingRoom(t *testing.T) {
 		}
 		polls = append(polls, r.json(t)["token"].(string))
 	}
+	// The edge bounds a sale's waiting-room work as the origin does.
+	crowd, ok := edge.RoomInFlight.Acquire(ctx, "kicks")
+	if !ok {
+		t.Fatal("the edge's room slot was shed")
+	}
+	if r := get("/sale/kicks/status?token="+polls[0], nil); r.status != http.StatusServiceUnavailable || r.code() != "overloaded" {
+		t.Fatalf("a poll at the edge past the sale's share: %d %s, want 503 overloaded", r.status, r.body)
+	}
+	crowd()
 	for i, u := range []string{"ann", "ben"} {
 		st := get("/sale/kicks/status?token="+polls[i], nil).json(t)
 		if st["state"] != "admitted" {

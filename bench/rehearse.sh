@@ -14,6 +14,9 @@
 #
 #   bench/rehearse.sh        # USERS=2000000 UNITS=10000 TARGET_USERS=100000 TARGET_UNITS=2000 CROWD_NICE=10 EDGE=0
 #
+# SERVE_FLAGS adds flags to part 2's server (the origin, with EDGE=1), to
+# try a setting: SERVE_FLAGS="--sale-max-in-flight 8".
+#
 # EDGE=1 runs part 2 against an origin (serve --role origin) with the
 # waiting room at an edge (serve --role edge) in front of it, both on the
 # same machine: the crowd's tickets, polls and admissions go to the edge.
@@ -31,6 +34,8 @@ TARGET_USERS=${TARGET_USERS:-100000}
 TARGET_UNITS=${TARGET_UNITS:-2000}
 CROWD_NICE=${CROWD_NICE:-10}
 EDGE=${EDGE:-0}
+# Split into words on purpose: several flags may be given.
+read -r -a serve_flags <<<"${SERVE_FLAGS:-}"
 OUT=${OUT:-./rehearsal-out}
 . bench/lib.sh
 need rehearse.sh psql redis-cli
@@ -53,14 +58,14 @@ if [ "$EDGE" = 1 ]; then
 	echo "== 2. against an origin and an edge on Redis and PostgreSQL: $TARGET_USERS shoppers, $TARGET_UNITS units, a quiet sale beside"
 	keys="kr:$(head -c 32 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
 	start server "$work/flashsale" serve --role origin --addr 127.0.0.1:0 --data-dir "$work/server" --redis-url "$REDIS_URL" \
-		--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --token-keys "$keys" --log-level warn
+		--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --token-keys "$keys" --log-level warn "${serve_flags[@]}"
 	start edge "$work/flashsale" serve --role edge --addr 127.0.0.1:0 --data-dir "$work/edge" --redis-url "$REDIS_URL" \
 		--redis-prefix "$prefix" --origin-url "$server_url" --origin-token "$admin" --token-keys "$keys" --log-level warn
 	edge=(--edge "$edge_url")
 else
 	echo "== 2. against a server on Redis and PostgreSQL: $TARGET_USERS shoppers, $TARGET_UNITS units, a quiet sale beside"
 	start server "$work/flashsale" serve --addr 127.0.0.1:0 --data-dir "$work/server" --redis-url "$REDIS_URL" \
-		--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --log-level warn
+		--redis-prefix "$prefix" --database-url "$dburl" --admin-token "$admin" --log-level warn "${serve_flags[@]}"
 fi
 "$work/flashsale" rehearse --target "$server_url" "${edge[@]}" --admin-token "$admin" --users "$TARGET_USERS" --units "$TARGET_UNITS" \
 	--seed 2 --no-progress --quiet-sale --plain-query-url "$dburl" --crowd-nice "$CROWD_NICE" --report "$OUT/against-server.html" \

@@ -555,6 +555,9 @@ func TestBigSaleCrowdLeavesTheRoomToAnother(t *testing.T) {
 		if r := h.do("GET", "/sale/console/status", nil, nil); r.status != http.StatusUnauthorized {
 			t.Fatalf("a poll without a token past the sale's share: %d %s, want 401", r.status, r.body)
 		}
+		if r := h.do("POST", "/sale/console/register", nil, nil); r.status != http.StatusUnauthorized {
+			t.Fatalf("a registration without a JWT past the sale's share: %d %s, want 401", r.status, r.body)
+		}
 		if r := h.do("POST", "/sale/console/admission", nil, `{"token": "x"}`); r.status != http.StatusBadRequest {
 			t.Fatalf("an admission without its nonce past the sale's share: %d %s, want 400", r.status, r.body)
 		}

@@ -167,6 +167,10 @@ func (s *Server) postRegister(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, r, sku, err)
 		return
 	}
+	if r.Header.Get("Authorization") == "" {
+		s.shopper(w, r, sku) // answers 401: a request without one is never shed
+		return
+	}
 	release, ok := s.roomSlot(w, r, sku)
 	if !ok {
 		return

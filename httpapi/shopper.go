@@ -130,19 +130,11 @@ func seconds(d time.Duration) int64 {
 
 func (s *Server) getTicket(w http.ResponseWriter, r *http.Request) {
 	sku := r.PathValue("sku")
-	if r.Header.Get("Authorization") == "" {
-		s.shopper(w, r, sku) // answers 401: a request without one is never shed
-		return
-	}
-	release, ok := s.roomSlot(w, r, sku)
+	sh, release, ok := s.roomShopper(w, r, sku)
 	if !ok {
 		return
 	}
 	defer release()
-	sh, ok := s.shopper(w, r, sku)
-	if !ok {
-		return
-	}
 	t, err := s.cfg.Room.Ticket(r.Context(), sku, sh.UserID, sh.AccountCreated)
 	if err != nil {
 		s.reject(w, r, sku, err)
@@ -167,19 +159,11 @@ func (s *Server) postRegister(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, r, sku, err)
 		return
 	}
-	if r.Header.Get("Authorization") == "" {
-		s.shopper(w, r, sku) // answers 401: a request without one is never shed
-		return
-	}
-	release, ok := s.roomSlot(w, r, sku)
+	sh, release, ok := s.roomShopper(w, r, sku)
 	if !ok {
 		return
 	}
 	defer release()
-	sh, ok := s.shopper(w, r, sku)
-	if !ok {
-		return
-	}
 	if err := s.cfg.Room.Register(r.Context(), sku, sh.UserID, sh.AccountCreated); err != nil {
 		s.reject(w, r, sku, err)
 		return
@@ -507,6 +491,25 @@ var errRoomOverloaded = &flashsale.Error{Code: flashsale.CodeOverloaded,
 // once free.
 func (s *Server) roomSlot(w http.ResponseWriter, r *http.Request, sku string) (release func(), ok bool) {
 	return s.acquire(w, r, s.cfg.RoomInFlight, sku, sku, errRoomOverloaded)
+}
+
+// roomShopper takes the sale's waiting-room slot and authenticates the
+// shopper inside it, answering 401 or 503 itself; on success the caller
+// gives the slot back with release. A request with no Authorization header
+// at all is told 401 at once, never shed.
+func (s *Server) roomShopper(w http.ResponseWriter, r *http.Request, sku string) (sh identity.Shopper, release func(), ok bool) {
+	if r.Header.Get("Authorization") == "" {
+		s.shopper(w, r, sku) // answers 401
+		return identity.Shopper{}, nil, false
+	}
+	if release, ok = s.roomSlot(w, r, sku); !ok {
+		return identity.Shopper{}, nil, false
+	}
+	if sh, ok = s.shopper(w, r, sku); !ok {
+		release()
+		return identity.Shopper{}, nil, false
+	}
+	return sh, release, true
 }
 
 // acquire takes a slot of b for key, or answers shed itself, counted as a

@@ -118,6 +118,7 @@ func short(v float64) string {
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"thousands": thousands,
+	"unsold":    unsold,
 	"int64":     func(n int) int64 { return int64(n) },
 	"pct":       func(f float64) string { return fmt.Sprintf("%.1f%%", f*100) },
 	"dur":       func(d time.Duration) string { return durText(d) },
@@ -151,6 +152,7 @@ th:first-child,td:first-child{text-align:left} td.ok{background:#ecfdf5} td.over
 <p>{{thousands (int64 .R.Config.Users)}} shoppers for {{thousands (int64 .R.Config.Units)}} units, fairness {{.R.Config.Fairness}}. {{.R.Mode}}.</p>
 {{if eq .R.Oversold 0}}<p class="verdict">Nothing oversold: the record holds {{thousands .R.Store.Confirmed}} confirmed and {{thousands .R.Store.Pending}} pending units of {{thousands .R.Store.Initial}}; counter + confirmed + pending = {{thousands .R.Store.Initial}}.</p>
 {{else}}<p class="verdict bad">OVERSOLD by {{.R.Oversold}} units.</p>{{end}}
+{{with unsold .R}}<p>{{.}}.</p>{{end}}
 {{if gt .R.BotPopulationShare 0.0}}<p>Bots were {{pct .R.BotPopulationShare}} of the crowd and won {{pct .R.BotUnitShare}} of the units sold.</p>{{end}}
 <h2>The funnel <small>(bars on a log scale)</small></h2>
 {{range .Funnel}}<div class="bar"><span class="name">{{.Name}}</span><div style="width:{{printf "%.1f" .Width}}%"></div><span class="n">{{thousands .Count}}</span> <small>{{.Note}}</small></div>

@@ -470,6 +470,9 @@ func (d *httpDriver) drive(ctx context.Context) error {
 	}
 	close(jobs)
 	wg.Wait()
+	if v, err := d.view(ctx); err == nil && v.Counter != nil {
+		d.crowdGone = &StockAt{Counter: *v.Counter, Pending: v.Pending}
+	}
 	// The shoppers are done; the last holds may still be pending until
 	// they expire.
 	for {

@@ -387,6 +387,7 @@ func (d *procDriver) drive(ctx context.Context, start time.Time) error {
 	profiled := false
 	nextPace, nextSweep, nextSample := start, start, start
 	d.lastAt = start
+	crowdGone := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -397,6 +398,9 @@ func (d *procDriver) drive(ctx context.Context, start time.Time) error {
 			due = d.wheel.start.Add(time.Duration(s) * slice)
 		}
 		bg := earliest(nextPace, nextSweep, nextSample)
+		if !crowdGone && d.stats.done.Load() == int64(len(d.shoppers)) {
+			crowdGone, d.crowdGone = true, d.stockNow(ctx)
+		}
 		if s < 0 && d.stats.done.Load() == int64(len(d.shoppers)) && d.settled(ctx) {
 			return nil
 		}
@@ -546,6 +550,19 @@ func (d *procDriver) sweepRound(ctx context.Context) {
 func (d *procDriver) settled(ctx context.Context) bool {
 	t, err := d.e.Store.SaleTotals(ctx, d.sale.ID)
 	return err == nil && t.Pending == 0
+}
+
+// stockNow reads the counter and the units held, or nil if it cannot.
+func (d *procDriver) stockNow(ctx context.Context) *StockAt {
+	t, err := d.e.Store.SaleTotals(ctx, d.sale.ID)
+	if err != nil {
+		return nil
+	}
+	snap, err := d.e.Gate.Snapshot(ctx, d.sale.ID)
+	if err != nil || !snap.Loaded {
+		return nil
+	}
+	return &StockAt{Counter: snap.Counter, Pending: t.Pending}
 }
 
 // sample adds a point to the timeline.

@@ -276,6 +276,9 @@ type run struct {
 	// stale at once.
 	suspects *suspectPolls
 	seed     uint64
+	// crowdGone is the stock when the last shopper was done, set once by
+	// the driver (nil until then).
+	crowdGone *StockAt
 }
 
 func newRun(cfg Config, c client, opensAt time.Time) *run {

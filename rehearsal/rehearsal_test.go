@@ -28,6 +28,9 @@ func check(t *testing.T, rep *rehearsal.Report, units int) {
 	if s.Confirmed != int64(units) || s.Pending != 0 || s.Counter != 0 {
 		t.Fatalf("not every unit sold, or holds left: %+v", s)
 	}
+	if g := rep.CrowdGone; g == nil || g.Counter != 0 {
+		t.Errorf("stock when the last shopper was done: %+v, want read and none left", g)
+	}
 	if rep.Confirmed != s.Confirmed {
 		t.Errorf("the shoppers counted %d orders, the record %d", rep.Confirmed, s.Confirmed)
 	}

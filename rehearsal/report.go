@@ -62,10 +62,17 @@ type Report struct {
 	PeakMemory      uint64
 	EventsPublished int64
 	Timeline        []Point
-	Quiet           *QuietFigures
-	Warnings        int
-	FirstWarnings   []string
+	// CrowdGone is the stock when the last shopper was done, nil if the
+	// driver could not read it: units unsold at the end that were held
+	// then came back after everyone had left, and were never offered.
+	CrowdGone     *StockAt
+	Quiet         *QuietFigures
+	Warnings      int
+	FirstWarnings []string
 }
+
+// StockAt is the counter and the units held at one moment.
+type StockAt struct{ Counter, Pending int64 }
 
 // RouteFigures is one route's requests, latency and record calls.
 type RouteFigures struct {
@@ -91,6 +98,31 @@ type Point struct {
 	Answered              int64
 }
 
+// unsold explains the units still in stock once the sale settled (no hold
+// pending), or is empty if there are none: whether the crowd left them
+// behind, or they came back from holds after the last shopper had gone
+// and so were never offered to anyone. A long hold can outlive a crowd
+// that gives up on a sold-out sale; exactly all sold is not a promise the
+// sale can keep then.
+func unsold(rep *Report) string {
+	s, g := rep.Store, rep.CrowdGone
+	if s.Counter <= 0 || s.Pending > 0 {
+		return ""
+	}
+	n := thousands(s.Counter)
+	switch {
+	case g == nil:
+		return fmt.Sprintf("unsold: %s", n)
+	case g.Counter <= 0:
+		return fmt.Sprintf("unsold: %s, returned by holds that ended after the last shopper had left (none in stock then, %s held)",
+			n, thousands(g.Pending))
+	case g.Counter >= s.Counter:
+		return fmt.Sprintf("unsold: %s, in stock when the last shopper left (%s then, %s held)", n, thousands(g.Counter), thousands(g.Pending))
+	}
+	return fmt.Sprintf("unsold: %s; %s in stock when the last shopper left, the rest returned by holds that ended after (%s held then)",
+		n, thousands(g.Counter), thousands(g.Pending))
+}
+
 // report gathers the figures once the sale is over.
 func (r *run) report(ctx context.Context, figures func(context.Context) (storeFigures, error), wall, saleTime time.Duration) (*Report, error) {
 	f, err := figures(ctx)
@@ -102,7 +134,7 @@ func (r *run) report(ctx context.Context, figures func(context.Context) (storeFi
 		Arrived: s.arrived.Load(), Admitted: s.admitted.Load(), Challenged: s.challenged.Load(),
 		Reserved: s.reserved.Load(), Confirmed: s.confirmed.Load(), PaidLate: s.late.Load(),
 		Cancelled: s.cancelled.Load(), Abandoned: s.abandoned.Load(), GaveUp: s.gaveUp.Load(),
-		StalePolls: s.stalePolls.Load(), PeakMemory: peakMemory()}
+		StalePolls: s.stalePolls.Load(), PeakMemory: peakMemory(), CrowdGone: r.crowdGone}
 	rep.Oversold = max(0, f.Counter+f.Confirmed+f.Pending-f.Initial, f.Confirmed+f.Pending-f.Initial)
 	s.mu.Lock()
 	rep.Rejections = sortedCounts(s.codes)
@@ -257,6 +289,9 @@ func (rep *Report) WriteText(w io.Writer) {
 		fmt.Fprintln(w, " · counter + confirmed + pending == initial: holds")
 	} else {
 		fmt.Fprintf(w, " · counter + confirmed + pending = %d, initial %d: BROKEN\n", s.Counter+s.Confirmed+s.Pending, s.Initial)
+	}
+	if why := unsold(rep); why != "" {
+		fmt.Fprintf(w, "  %s\n", why)
 	}
 	if c.Bots > 0 {
 		fmt.Fprintf(w, "  bots: %.1f%% of the crowd, %.1f%% of the units sold (%d units)\n",

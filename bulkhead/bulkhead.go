@@ -34,6 +34,19 @@ type Config struct {
 	// MaxWaiting is how many requests may wait for a slot at once: beyond
 	// them, a request is shed at once too. Zero means Max.
 	MaxWaiting int
+	// Patient names keys whose requests wait by a Patience of their own
+	// instead of Wait and MaxWaiting: few requests that matter more than
+	// the crowd's, such as a winner's payment, which should neither be
+	// shed after the crowd's short wait nor find the line full of the
+	// crowd's waiters. Their waiters do not count towards MaxWaiting.
+	Patient map[string]Patience
+}
+
+// Patience is how a patient key's requests wait: for up to Wait (zero or
+// less sheds at once), at most MaxWaiting of them at once (zero means Max).
+type Patience struct {
+	Wait       time.Duration
+	MaxWaiting int
 }
 
 // Bulkhead hands out slots. Safe for concurrent use; its zero value is not
@@ -49,8 +62,9 @@ type Bulkhead struct {
 	// found among the queues' heads, so giving a slot back costs the
 	// number of keys waiting, not the number of waiters.
 	queues map[string]*queue
-	// waiting counts the waiters still waiting, across the queues.
-	waiting int
+	// waiting counts the waiters still waiting, across the queues;
+	// patientWaiting those of them whose key is patient.
+	waiting, patientWaiting int
 	// seq numbers waiters in arrival order.
 	seq uint64
 
@@ -107,6 +121,14 @@ func New(cfg Config) *Bulkhead {
 	if cfg.MaxWaiting <= 0 {
 		cfg.MaxWaiting = cfg.Max
 	}
+	patient := make(map[string]Patience, len(cfg.Patient))
+	for key, p := range cfg.Patient {
+		if p.MaxWaiting <= 0 {
+			p.MaxWaiting = cfg.Max
+		}
+		patient[key] = p
+	}
+	cfg.Patient = patient
 	return &Bulkhead{cfg: cfg, byKey: make(map[string]int), queues: make(map[string]*queue)}
 }
 
@@ -121,8 +143,8 @@ func (b *Bulkhead) Share(key string) int {
 	return b.cfg.PerKey
 }
 
-// Acquire takes a slot for key, waiting at most Config.Wait (or until ctx
-// ends) for one. It returns the function that gives the slot back, to be
+// Acquire takes a slot for key, waiting at most Config.Wait (a patient
+// key's own Wait), or until ctx ends, for one. It returns the function that gives the slot back, to be
 // called once the request's work is done (calling it again does nothing),
 // and true; or nil and false when the request is shed.
 func (b *Bulkhead) Acquire(ctx context.Context, key string) (release func(), ok bool) {
@@ -132,27 +154,32 @@ func (b *Bulkhead) Acquire(ctx context.Context, key string) (release func(), ok 
 		b.mu.Unlock()
 		return b.releaser(key), true
 	}
-	if b.cfg.Wait <= 0 || b.waiting >= b.cfg.MaxWaiting {
+	q := b.queues[key]
+	wait, full := b.cfg.Wait, b.waiting-b.patientWaiting >= b.cfg.MaxWaiting
+	p, patient := b.cfg.Patient[key]
+	if patient {
+		wait, full = p.Wait, q != nil && len(q.waiters)-q.gone >= p.MaxWaiting
+	}
+	if wait <= 0 || full {
 		b.mu.Unlock()
 		b.shed.Add(1)
 		return nil, false
 	}
 	b.seq++
 	w := &waiter{key: key, seq: b.seq, granted: make(chan struct{})}
-	q := b.queues[key]
 	if q == nil {
 		q = &queue{}
 		b.queues[key] = q
 	}
 	q.waiters = append(q.waiters, w)
-	b.waiting++
+	b.waited(key, 1)
 	queued := b.queued
 	b.mu.Unlock()
 	if queued != nil {
 		queued(key)
 	}
 
-	timer := time.NewTimer(b.cfg.Wait)
+	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case <-w.granted:
@@ -176,7 +203,7 @@ func (b *Bulkhead) Acquire(ctx context.Context, key string) (release func(), ok 
 // leave takes w, which gave up, out of its key's waiters. b.mu held.
 func (b *Bulkhead) leave(w *waiter) {
 	w.gone = true
-	b.waiting--
+	b.waited(w.key, -1)
 	q := b.queues[w.key]
 	q.gone++
 	if q.head() == nil {
@@ -192,6 +219,14 @@ func (b *Bulkhead) leave(w *waiter) {
 		}
 		clear(q.waiters[len(kept):])
 		q.waiters, q.gone = kept, 0
+	}
+}
+
+// waited counts n more (or fewer) waiters of key. b.mu held.
+func (b *Bulkhead) waited(key string, n int) {
+	b.waiting += n
+	if _, ok := b.cfg.Patient[key]; ok {
+		b.patientWaiting += n
 	}
 }
 
@@ -246,7 +281,7 @@ func (b *Bulkhead) release(key string) {
 		if q.head() == nil {
 			delete(b.queues, next.key)
 		}
-		b.waiting--
+		b.waited(next.key, -1)
 		b.take(next.key)
 		close(next.granted)
 	}

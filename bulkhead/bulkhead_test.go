@@ -339,3 +339,144 @@ func TestOldestWaiterFirst(t *testing.T) {
 		t.Fatalf("in flight %d, waiting %d, queues %d at the end", b.inFlight, b.waiting, len(b.queues))
 	}
 }
+
+// shedAtOnce checks that a request for key is shed without waiting: one
+// that queues (queued receives its key) fails the test and is called off.
+func shedAtOnce(t *testing.T, b *Bulkhead, queued chan string, key string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan bool, 1)
+	go func() {
+		r, ok := b.Acquire(ctx, key)
+		if ok {
+			r()
+		}
+		got <- ok
+	}()
+	select {
+	case <-queued:
+		t.Errorf("%s waited, want it shed at once", key)
+		cancel()
+		<-got
+	case ok := <-got:
+		if ok {
+			t.Errorf("%s got a slot, want it shed", key)
+		}
+	}
+}
+
+// TestPatient: a patient key's requests wait by its own Patience, past a
+// crowd that is shed at once and past a line full of the crowd's waiters;
+// its own bound on waiters holds; and its waiters take no place in the
+// crowd's line.
+func TestPatient(t *testing.T) {
+	b := New(Config{Max: 4, PerKey: 1, Wait: time.Hour, MaxWaiting: 1,
+		Patient: map[string]Patience{"pay": {Wait: time.Hour, MaxWaiting: 2}}})
+	queued := make(chan string, 8)
+	b.queued = func(key string) { queued <- key }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wait := func(key string) chan bool {
+		got := make(chan bool, 1)
+		go func() {
+			r, ok := b.Acquire(ctx, key)
+			if ok {
+				defer r()
+			}
+			got <- ok
+		}()
+		select {
+		case k := <-queued:
+			if k != key {
+				t.Fatalf("queued %q, want %q", k, key)
+			}
+		case ok := <-got:
+			t.Fatalf("%s answered %v at once, want it to wait", key, ok)
+		}
+		return got
+	}
+	releaseCrowd := hold(t, b, "crowd", 1)[0]
+	releasePay := hold(t, b, "pay", 1)[0]
+
+	crowd := wait("crowd")                 // the crowd's line (MaxWaiting 1) is full now
+	shedAtOnce(t, b, queued, "crowd")      // a second crowd waiter, past MaxWaiting 1
+	pay1, pay2 := wait("pay"), wait("pay") // not shed for the crowd's full line
+	shedAtOnce(t, b, queued, "pay")        // a third, past its own MaxWaiting 2
+	if got := b.Waiting(); got != 3 {
+		t.Fatalf("Waiting() = %d, want 3", got)
+	}
+	releasePay()
+	if !<-pay1 || !<-pay2 {
+		t.Fatal("a patient waiter was shed")
+	}
+	releaseCrowd()
+	if !<-crowd {
+		t.Fatal("the crowd's waiter was shed")
+	}
+
+	// The patient waiters take no place in the crowd's line.
+	releaseCrowd = hold(t, b, "crowd", 1)[0]
+	releasePay = hold(t, b, "pay", 1)[0]
+	pay := wait("pay")
+	crowd = wait("crowd")
+	releaseCrowd()
+	releasePay()
+	if !<-crowd || !<-pay {
+		t.Fatal("a waiter was shed")
+	}
+	if got := b.Waiting(); got != 0 {
+		t.Fatalf("Waiting() = %d once all were served, want 0", got)
+	}
+
+	// A patient waiter that gives up leaves the crowd's line as it was.
+	releaseCrowd = hold(t, b, "crowd", 1)[0]
+	defer releaseCrowd()
+	hold(t, b, "pay", 1)
+	payCtx, giveUp := context.WithCancel(ctx)
+	gaveUp := make(chan bool, 1)
+	go func() {
+		_, ok := b.Acquire(payCtx, "pay")
+		gaveUp <- ok
+	}()
+	<-queued
+	giveUp()
+	if <-gaveUp {
+		t.Fatal("a patient waiter that gave up got a slot")
+	}
+	wait("crowd")
+	shedAtOnce(t, b, queued, "crowd") // the line is one long still
+}
+
+// TestPatientWait: a patient key waits its own time, longer or shorter
+// than the others'.
+func TestPatientWait(t *testing.T) {
+	b := New(Config{Max: 2, PerKey: 1, Wait: -1,
+		Patient: map[string]Patience{"pay": {Wait: time.Hour}, "never": {Wait: -1}}})
+	queued := make(chan string, 8)
+	b.queued = func(key string) { queued <- key }
+	hold(t, b, "crowd", 1)
+	shedAtOnce(t, b, queued, "crowd")
+	release := hold(t, b, "pay", 1)[0]
+	got := make(chan bool, 1)
+	go func() {
+		r, ok := b.Acquire(context.Background(), "pay")
+		if ok {
+			r()
+		}
+		got <- ok
+	}()
+	select {
+	case <-queued:
+	case ok := <-got:
+		t.Fatalf("the patient key answered %v at once, want it to wait", ok)
+	}
+	release()
+	if !<-got {
+		t.Fatal("the patient waiter was shed")
+	}
+	if _, ok := b.Acquire(context.Background(), "never"); !ok {
+		t.Fatal("a free slot was refused")
+	}
+	shedAtOnce(t, b, queued, "never")
+}

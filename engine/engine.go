@@ -92,7 +92,10 @@ type Config struct {
 	// share one more budget, half this size.
 	SaleMaxInFlight int
 	// InFlightWait is the longest a purchase request waits for a slot
-	// before it is shed (default 25ms; below zero, none).
+	// before it is shed (default 25ms; below zero, none). Confirm, cancel
+	// and get of a reservation wait longer, DefaultReservationWait or
+	// InFlightWait if that is more, and apart from the reserves' line
+	// (none either below zero).
 	InFlightWait time.Duration
 	// RoomSaleInFlight bounds one sale's waiting-room requests (ticket,
 	// status, admission, registration) in progress at once on this
@@ -516,6 +519,15 @@ const DefaultBackgroundMaxConns = 4
 // hears so at once.
 const DefaultInFlightWait = 25 * time.Millisecond
 
+// DefaultReservationWait is how long confirm, cancel and reading a
+// reservation wait for one of their slots unless Config.InFlightWait is
+// longer or below zero: a second, what Retry-After would tell them to
+// wait anyway. They are at most a few requests per unit sold, each a
+// shopper who won (most of them paying), and they wait in a line of their
+// own, so the crowd's reserves, shed after 25 ms, cannot fill it; a
+// payment is served as soon as a slot frees instead of told to come back.
+const DefaultReservationWait = time.Second
+
 // poolStat reads a PostgreSQL pool's connections in use and its bound, for
 // the pool gauges.
 func poolStat(st *postgres.Store) func() (int32, int32) {
@@ -559,9 +571,15 @@ func (e *Engine) openInFlight() {
 	}
 	// The routes that name a reservation share half a sale's budget, so
 	// that a big sale's reserves and its shoppers' confirms together leave
-	// a quarter of the slots (by default) to every other sale.
+	// a quarter of the slots (by default) to every other sale; they wait
+	// longer than the reserves, in a line of their own.
+	reservationWait := max(wait, DefaultReservationWait)
+	if wait < 0 {
+		reservationWait = wait
+	}
 	e.InFlight = bulkhead.New(bulkhead.Config{Max: limit, PerKey: share, Wait: wait,
-		Shares: map[string]int{httpapi.ReservationRoutes: max(share/2, 1)}})
+		Shares:  map[string]int{httpapi.ReservationRoutes: max(share/2, 1)},
+		Patient: map[string]bulkhead.Patience{httpapi.ReservationRoutes: {Wait: reservationWait}}})
 	sized := e.InFlight.Config()
 	e.Metrics.PurchaseInFlight(e.InFlight.InFlight, sized.Max, sized.PerKey)
 }

@@ -441,6 +441,65 @@ func TestReservationRoutesShareOneBudget(t *testing.T) {
 	}
 }
 
+// TestConfirmWaitsItsTurn: with the reservation routes' budget full, a
+// winner's confirm is not shed after the reserves' short wait: it waits,
+// parked, and is served once the slot frees. Its wait is at least
+// DefaultReservationWait, longer if InFlightWait is, none if that is none.
+func TestConfirmWaitsItsTurn(t *testing.T) {
+	for _, tc := range []struct{ inFlight, want time.Duration }{
+		{0, engine.DefaultReservationWait}, {2 * time.Second, 2 * time.Second}, {-1, -1},
+	} {
+		h := newHarness(t, backends[0], func(c *engine.Config) { c.InFlightWait = tc.inFlight })
+		cfg := h.eng.InFlight.Config()
+		if got := cfg.Patient[httpapi.ReservationRoutes].Wait; got != tc.want {
+			t.Errorf("InFlightWait %v: the reservation routes wait %v, want %v", tc.inFlight, got, tc.want)
+		}
+		if tc.inFlight == 0 && cfg.Wait != engine.DefaultInFlightWait {
+			t.Errorf("the reserves wait %v, want %v", cfg.Wait, engine.DefaultInFlightWait)
+		}
+	}
+
+	st := &heldConfirms{entered: make(chan string, 8), release: make(chan struct{})}
+	h := newHarness(t, backends[0], func(c *engine.Config) {
+		c.MaxInFlight, c.SaleMaxInFlight = 2, 1 // the reservation routes get one slot
+		c.WrapStore = func(inner flashsale.Store) flashsale.Store { st.Store = inner; return st }
+	})
+	h.createSale("phone", nil)
+	confirms := make(map[string]chan response)
+	for _, user := range []string{"alice", "bob"} {
+		r := h.reserve("phone", user, h.admit("phone", user), "k", nil)
+		if r.status != http.StatusCreated {
+			t.Fatalf("reserve: %d %s", r.status, r.body)
+		}
+		id := r.json(t)["reservationId"].(string)
+		auth := map[string]string{"Authorization": "Bearer " + h.jwt(user)}
+		done := make(chan response, 1)
+		confirms[user] = done
+		go func() { done <- h.do("POST", "/reservations/"+id+"/confirm", auth, `{"paymentRef": "p"}`) }()
+		if user == "alice" {
+			<-st.entered // alice's confirm holds the one slot
+		}
+	}
+	// bob's confirm waits for it, parked.
+	for deadline := time.Now().Add(10 * time.Second); h.eng.InFlight.Waiting() != 1; {
+		select {
+		case r := <-confirms["bob"]:
+			t.Fatalf("bob's confirm answered %d %s while the slot was held, want it to wait", r.status, r.body)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("bob's confirm never waited for the slot")
+		}
+		runtime.Gosched()
+	}
+	close(st.release)
+	for user, done := range confirms {
+		if r := <-done; r.status != http.StatusOK {
+			t.Errorf("%s's confirm: %d %s", user, r.status, r.body)
+		}
+	}
+}
+
 // TestQueueAndGateTalkToRedisApart: on Redis the waiting room's queue and
 // the stock gate each have connections of their own, named for them, so
 // that a rush of first tickets (one queue call each) never stands in

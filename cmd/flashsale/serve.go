@@ -39,7 +39,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		"purchase requests in flight at once, past which they are shed with 503 overloaded (0: twice the purchase path's connections; -1: no bound)")
 	saleMaxInFlight := fs.Int("sale-max-in-flight", 0, "one sale's share of --max-in-flight (0: half of it, at least 1)")
 	inFlightWait := fs.Duration("in-flight-wait", engine.DefaultInFlightWait,
-		"longest a purchase request waits for a slot before it is shed (0: none)")
+		"longest a purchase request waits for a slot before it is shed (0: none); confirm, cancel and reading a reservation wait at least 1s (none with 0)")
 	roomSaleInFlight := fs.Int("room-sale-in-flight", 0,
 		"one sale's waiting-room requests (ticket, status, admission, registration) in progress at once, past which they wait up to 10s, then are shed with 503 overloaded (0: four per processor; -1: no bound)")
 	jwtSecret := fs.String("user-jwt-secret", "", "HS256 secret for shopper JWTs (default: the development key, with a warning)")

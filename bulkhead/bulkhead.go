@@ -3,7 +3,8 @@
 // bound for the record's connections, and one sale cannot take every slot
 // from another.
 //
-// A request that finds no slot within a short wait is shed: the caller
+// A request that finds no slot within a short wait is shed (a few keys,
+// such as a winner's payment, may be given a longer one): the caller
 // answers 503 overloaded with Retry-After before doing any work (no
 // idempotency key stored, no gate call), so the client can repeat it with
 // the same Idempotency-Key and nothing is lost. Shedding at once is the
@@ -144,9 +145,10 @@ func (b *Bulkhead) Share(key string) int {
 }
 
 // Acquire takes a slot for key, waiting at most Config.Wait (a patient
-// key's own Wait), or until ctx ends, for one. It returns the function that gives the slot back, to be
-// called once the request's work is done (calling it again does nothing),
-// and true; or nil and false when the request is shed.
+// key's own Wait), or until ctx ends, for one. It returns the function
+// that gives the slot back, to be called once the request's work is done
+// (calling it again does nothing), and true; or nil and false when the
+// request is shed.
 func (b *Bulkhead) Acquire(ctx context.Context, key string) (release func(), ok bool) {
 	b.mu.Lock()
 	if b.fits(key) {

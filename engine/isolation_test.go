@@ -457,6 +457,11 @@ func TestConfirmWaitsItsTurn(t *testing.T) {
 		if tc.inFlight == 0 && cfg.Wait != engine.DefaultInFlightWait {
 			t.Errorf("the reserves wait %v, want %v", cfg.Wait, engine.DefaultInFlightWait)
 		}
+		// A line about a quarter of a second deep at the rush's pace, not
+		// one as long as the slots.
+		if got, share := cfg.Patient[httpapi.ReservationRoutes].MaxWaiting, h.eng.InFlight.Share(httpapi.ReservationRoutes); got != 16*share {
+			t.Errorf("up to %d reservation requests may wait, want 16 per slot of theirs (%d)", got, 16*share)
+		}
 	}
 
 	st := &heldConfirms{entered: make(chan string, 8), release: make(chan struct{})}

@@ -94,15 +94,7 @@ func TestWaiterGetsTheFreedSlot(t *testing.T) {
 	b.queued = func(key string) { queued <- key }
 	held := hold(t, b, "a", 2)
 
-	got := make(chan bool)
-	go func() {
-		release, ok := b.Acquire(context.Background(), "a")
-		if ok {
-			defer release()
-		}
-		got <- ok
-	}()
-	<-queued
+	got := waits(context.Background(), t, b, queued, "a")
 	held[0]()
 	if !<-got {
 		t.Fatal("the waiter was shed although a slot was given back")
@@ -175,18 +167,8 @@ func TestWaitersAreBounded(t *testing.T) {
 	queued := make(chan string, 1)
 	b.queued = func(key string) { queued <- key }
 	release := hold(t, b, "a", 1)[0]
-	done := make(chan bool)
-	go func() {
-		r, ok := b.Acquire(context.Background(), "a")
-		if ok {
-			r()
-		}
-		done <- ok
-	}()
-	<-queued
-	if _, ok := b.Acquire(context.Background(), "a"); ok {
-		t.Fatal("a second waiter got a slot")
-	}
+	done := waits(context.Background(), t, b, queued, "a")
+	shedAtOnce(t, b, queued, "a") // a second waiter
 	release()
 	if !<-done {
 		t.Fatal("the one waiter was shed")
@@ -256,23 +238,14 @@ func TestMaxWaiting(t *testing.T) {
 	release := hold(t, b, "a", 1)[0]
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	results := make(chan bool, 3)
+	var results []chan bool
 	for range 3 {
-		go func() {
-			r, ok := b.Acquire(ctx, "a")
-			if ok {
-				r()
-			}
-			results <- ok
-		}()
-		<-queued
+		results = append(results, waits(ctx, t, b, queued, "a"))
 	}
-	if _, ok := b.Acquire(context.Background(), "a"); ok {
-		t.Fatal("a fourth waiter got a slot")
-	}
+	shedAtOnce(t, b, queued, "a") // a fourth waiter
 	release()
-	for range 3 {
-		if !<-results {
+	for _, got := range results {
+		if !<-got {
 			t.Fatal("a waiter within MaxWaiting was shed")
 		}
 	}
@@ -340,12 +313,9 @@ func TestOldestWaiterFirst(t *testing.T) {
 	}
 }
 
-// shedAtOnce checks that a request for key is shed without waiting: one
-// that queues (queued receives its key) fails the test and is called off.
-func shedAtOnce(t *testing.T, b *Bulkhead, queued chan string, key string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// acquire asks for a slot for key in a goroutine of its own; the channel
+// receives whether it got one (a slot it got is given back at once).
+func acquire(ctx context.Context, b *Bulkhead, key string) chan bool {
 	got := make(chan bool, 1)
 	go func() {
 		r, ok := b.Acquire(ctx, key)
@@ -354,6 +324,33 @@ func shedAtOnce(t *testing.T, b *Bulkhead, queued chan string, key string) {
 		}
 		got <- ok
 	}()
+	return got
+}
+
+// waits asks for a slot for key that must wait for one: a request
+// answered before it queues (queued receives its key) fails the test. The
+// channel receives the answer, as acquire's.
+func waits(ctx context.Context, t *testing.T, b *Bulkhead, queued chan string, key string) chan bool {
+	t.Helper()
+	got := acquire(ctx, b, key)
+	select {
+	case k := <-queued:
+		if k != key {
+			t.Fatalf("queued %q, want %q", k, key)
+		}
+	case ok := <-got:
+		t.Fatalf("%s answered %v at once, want it to wait", key, ok)
+	}
+	return got
+}
+
+// shedAtOnce checks that a request for key is shed without waiting: one
+// that queues (queued receives its key) fails the test and is called off.
+func shedAtOnce(t *testing.T, b *Bulkhead, queued chan string, key string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := acquire(ctx, b, key)
 	select {
 	case <-queued:
 		t.Errorf("%s waited, want it shed at once", key)
@@ -377,25 +374,7 @@ func TestPatient(t *testing.T) {
 	b.queued = func(key string) { queued <- key }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	wait := func(key string) chan bool {
-		got := make(chan bool, 1)
-		go func() {
-			r, ok := b.Acquire(ctx, key)
-			if ok {
-				defer r()
-			}
-			got <- ok
-		}()
-		select {
-		case k := <-queued:
-			if k != key {
-				t.Fatalf("queued %q, want %q", k, key)
-			}
-		case ok := <-got:
-			t.Fatalf("%s answered %v at once, want it to wait", key, ok)
-		}
-		return got
-	}
+	wait := func(key string) chan bool { return waits(ctx, t, b, queued, key) }
 	releaseCrowd := hold(t, b, "crowd", 1)[0]
 	releasePay := hold(t, b, "pay", 1)[0]
 
@@ -434,12 +413,7 @@ func TestPatient(t *testing.T) {
 	defer releaseCrowd()
 	hold(t, b, "pay", 1)
 	payCtx, giveUp := context.WithCancel(ctx)
-	gaveUp := make(chan bool, 1)
-	go func() {
-		_, ok := b.Acquire(payCtx, "pay")
-		gaveUp <- ok
-	}()
-	<-queued
+	gaveUp := waits(payCtx, t, b, queued, "pay")
 	giveUp()
 	if <-gaveUp {
 		t.Fatal("a patient waiter that gave up got a slot")
@@ -458,19 +432,7 @@ func TestPatientWait(t *testing.T) {
 	hold(t, b, "crowd", 1)
 	shedAtOnce(t, b, queued, "crowd")
 	release := hold(t, b, "pay", 1)[0]
-	got := make(chan bool, 1)
-	go func() {
-		r, ok := b.Acquire(context.Background(), "pay")
-		if ok {
-			r()
-		}
-		got <- ok
-	}()
-	select {
-	case <-queued:
-	case ok := <-got:
-		t.Fatalf("the patient key answered %v at once, want it to wait", ok)
-	}
+	got := waits(context.Background(), t, b, queued, "pay")
 	release()
 	if !<-got {
 		t.Fatal("the patient waiter was shed")

@@ -217,6 +217,11 @@ type Engine struct {
 	Tokens       *token.Keyring
 	Shoppers     *identity.Verifier
 	Catalog      *catalog.Catalog
+	// SaleListener, on PostgreSQL, hears every change to a sale that any
+	// server commits and reads it into Catalog at once, so that a fleet
+	// of origins answers as one (see catalog.Catalog.Refresh); nil on
+	// SQLite, whose one process writes every change itself.
+	SaleListener *postgres.SaleListener
 	Control      *control.Service
 	Purchase     *purchase.Service
 	Room         *waitroom.Room
@@ -333,6 +338,19 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 
 	logger := cfg.Logger
 	e.Catalog = catalog.New(e.Background, catalog.Config{Now: cfg.Now, Logger: logger})
+	if cfg.DatabaseURL != "" {
+		e.SaleListener = postgres.NewSaleListener(postgres.ListenConfig{URL: cfg.DatabaseURL, Logger: logger,
+			Changed: func(ctx context.Context, c postgres.SaleChange) {
+				if err := e.Catalog.Refresh(ctx, c.SKU); err != nil {
+					logger.Warn("catalog: read a sale another server changed", "sku", c.SKU, "err", err)
+				}
+			},
+			Relist: func(ctx context.Context) {
+				if err := e.Catalog.Relist(ctx); err != nil {
+					logger.Warn("catalog: read every sale again after the sale listener reconnected", "err", err)
+				}
+			}})
+	}
 	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Catalog: e.Catalog, Now: cfg.Now,
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
@@ -777,13 +795,16 @@ func redisName(role, prefix string) string {
 }
 
 // Start runs the background services until Stop or ctx ends: at an edge
-// the snapshot fetcher; at the origin the warmer, the retirer, the drawer,
-// the pacer, the sweeper, the invariant watcher and (on Redis) the
-// rebalancer.
+// the snapshot fetcher; at the origin (on PostgreSQL) the sale listener,
+// the warmer, the retirer, the drawer, the pacer, the sweeper, the
+// invariant watcher and (on Redis) the rebalancer.
 func (e *Engine) Start(ctx context.Context) {
 	if e.Edge != nil {
 		e.Edge.Start(ctx)
 		return
+	}
+	if e.SaleListener != nil {
+		e.SaleListener.Start(ctx)
 	}
 	e.Warmer.Start(ctx)
 	e.Retirer.Start(ctx)
@@ -817,6 +838,9 @@ func (e *Engine) Stop() {
 	e.Drawer.Stop()
 	e.Retirer.Stop()
 	e.Warmer.Stop()
+	if e.SaleListener != nil {
+		e.SaleListener.Stop()
+	}
 }
 
 // RecordCalls returns the calls made to the record so far, and how many of

@@ -85,9 +85,10 @@ func (l *SaleListener) Start(ctx context.Context) {
 		return
 	}
 	ctx, l.cancel = context.WithCancel(ctx)
-	l.done = make(chan struct{})
+	done := make(chan struct{})
+	l.done = done
 	go func() {
-		defer close(l.done)
+		defer close(done)
 		l.run(ctx)
 	}()
 }

@@ -31,7 +31,9 @@ const DefaultTTL = 250 * time.Millisecond
 
 // Catalog is a read-through cache of sales by SKU. Safe for concurrent use.
 type Catalog struct {
-	store  flashsale.SaleStore
+	store flashsale.SaleStore
+	// reader is what Refresh and Relist read (Config.Reader).
+	reader flashsale.SaleStore
 	ttl    time.Duration
 	now    func() time.Time
 	logger *slog.Logger
@@ -94,6 +96,11 @@ type Config struct {
 	TTL    time.Duration
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Reader, when set, is the record Refresh and Relist read from, apart
+	// from the store BySKU and Active read: a connection of their own, so
+	// that news of a change made elsewhere never waits for one behind the
+	// background work. Default: the store.
+	Reader flashsale.SaleStore
 }
 
 // New returns a Catalog over store.
@@ -107,7 +114,10 @@ func New(store flashsale.SaleStore, cfg Config) *Catalog {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{store: store, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger, pruneAt: minPrune}
+	if cfg.Reader == nil {
+		cfg.Reader = store
+	}
+	return &Catalog{store: store, reader: cfg.Reader, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger, pruneAt: minPrune}
 }
 
 // BySKU returns the SKU's sale, from memory when it is fresh enough. The
@@ -142,7 +152,7 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 	v, err, _ := c.group.Do(sku, func() (any, error) {
 		// A fill shared by every request: its call to the record is the
 		// background's, not the request's that found the entry old.
-		return c.read(tally.Detach(context.WithoutCancel(ctx)), sku)
+		return c.read(tally.Detach(context.WithoutCancel(ctx)), c.store, sku)
 	})
 	if err != nil {
 		if ok && e.sale != nil {
@@ -158,11 +168,11 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 	return s, nil
 }
 
-// read reads the SKU's sale from the record and caches what it found: the
+// read reads the SKU's sale from the record (from) and caches what it found: the
 // sale, or nil for a SKU without one.
-func (c *Catalog) read(ctx context.Context, sku string) (*flashsale.Sale, error) {
+func (c *Catalog) read(ctx context.Context, from flashsale.SaleStore, sku string) (*flashsale.Sale, error) {
 	seq := c.seq.Add(1)
-	s, err := c.store.SaleBySKU(ctx, sku)
+	s, err := from.SaleBySKU(ctx, sku)
 	switch {
 	case errors.Is(err, flashsale.ErrNotFound):
 		c.put(sku, entry{fetched: c.now(), seq: seq})
@@ -185,7 +195,7 @@ func (c *Catalog) Refresh(ctx context.Context, sku string) error {
 	if !flashsale.ValidSKU(sku) {
 		return nil
 	}
-	if _, err := c.read(ctx, sku); err != nil {
+	if _, err := c.read(ctx, c.reader, sku); err != nil {
 		c.expire(sku)
 		return err
 	}
@@ -200,7 +210,7 @@ func (c *Catalog) Refresh(ctx context.Context, sku string) error {
 func (c *Catalog) Relist(ctx context.Context) error {
 	seq := c.seq.Add(1)
 	began := c.now()
-	all, err := c.store.Sales(ctx)
+	all, err := c.reader.Sales(ctx)
 	c.expireAll(seq)
 	if err != nil {
 		return err

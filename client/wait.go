@@ -87,31 +87,49 @@ func (w *Waiter) Wait(ctx context.Context, ticket string) (*Status, error) {
 			if w.ReturnChallenge || st.Challenge == nil {
 				return st, nil
 			}
-			adm, err := w.admit(ctx, ticket, *st.Challenge)
+			solve := w.Solve
+			if solve == nil {
+				solve = SolveChallenge
+			}
+			nonce, err := solve(ctx, *st.Challenge)
+			if err != nil {
+				return nil, err
+			}
+			adm, err := c.Admission(ctx, w.SKU, AdmissionRequest{Token: ticket, Salt: st.Challenge.Salt, Nonce: nonce})
 			if err == nil {
 				out := &Status{State: StateAdmitted, AdmissionToken: adm.AdmissionToken, ExpiresIn: adm.ExpiresIn, Token: ticket}
 				w.notify(out)
 				return out, nil
 			}
 			var e *Error
-			if !errors.As(err, &e) {
-				return nil, err
-			}
-			switch e.Code {
-			case CodeChallengeFailed:
+			switch {
+			case ctx.Err() != nil:
+				return nil, ctx.Err()
+			case !errors.As(err, &e):
+				// No answer: the admission may have been made, and its
+				// salt spent; the status says admitted if so. Counted as
+				// a failure, so that a server that never answers ends
+				// the wait.
+				if failures++; failures >= maxChallengeFailures {
+					return nil, err
+				}
+				next = backoff(failures)
+			case e.Code == CodeChallengeFailed:
 				// The salt expired while it was solved, or an admission
 				// whose answer was lost spent it: the status says which
 				// (a new challenge, or admitted).
 				if failures++; failures >= maxChallengeFailures {
 					return nil, err
 				}
-			case CodeNotAdmitted, CodeSoldOut, CodeSalePaused, CodeClosed, CodeNotSelected, CodeOverloaded, CodeUnavailable:
+				next = e.RetryAfter
+			case e.Code == CodeNotAdmitted || e.Code == CodeSoldOut || e.Code == CodeSalePaused || e.Code == CodeClosed ||
+				e.Code == CodeNotSelected || e.comeBack():
 				// The place moved on between the status and the
 				// admission; the status tells the shopper what now.
+				next = e.RetryAfter
 			default:
 				return nil, err
 			}
-			next = e.RetryAfter
 		}
 		if next <= 0 {
 			next = time.Second
@@ -126,19 +144,6 @@ func (w *Waiter) notify(st *Status) {
 	if w.OnStatus != nil {
 		w.OnStatus(st)
 	}
-}
-
-// admit solves the challenge and posts the admission.
-func (w *Waiter) admit(ctx context.Context, ticket string, ch Challenge) (*Admission, error) {
-	solve := w.Solve
-	if solve == nil {
-		solve = SolveChallenge
-	}
-	nonce, err := solve(ctx, ch)
-	if err != nil {
-		return nil, err
-	}
-	return w.Client.Admission(ctx, w.SKU, AdmissionRequest{Token: ticket, Salt: ch.Salt, Nonce: nonce})
 }
 
 // SolveChallenge finds the smallest decimal nonce such that

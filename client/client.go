@@ -158,6 +158,7 @@ type call struct {
 	body any
 	// repeatable: the request may be repeated after an answer that does
 	// not promise nothing was done (503 unavailable, no answer at all).
+	// Every GET is.
 	repeatable bool
 	// raw, when set, receives the answer's body undecoded.
 	raw *[]byte
@@ -201,18 +202,19 @@ func (c *Client) repeat(ctx context.Context, k *call, err error, attempt int) (t
 	if attempt >= c.maxAttempts || ctx.Err() != nil {
 		return 0, false
 	}
+	repeatable := k.repeatable || k.method == http.MethodGet
 	var wait time.Duration
 	var e *Error
 	switch {
 	case errors.As(err, &e):
-		if !e.comeBack() || (e.Code != CodeOverloaded && !k.repeatable) {
+		if !e.comeBack() || (e.Code != CodeOverloaded && !repeatable) {
 			return 0, false
 		}
 		wait = e.RetryAfter
 		if wait <= 0 {
 			wait = backoff(attempt)
 		}
-	case k.repeatable:
+	case repeatable:
 		// No answer at all: the request may or may not have been served.
 		wait = backoff(attempt)
 	default:

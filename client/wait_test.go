@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/challenge"
 	"github.com/flashsale/flashsale/client"
 )
 
@@ -499,6 +500,15 @@ func TestSolveChallenge(t *testing.T) {
 	}
 	if got := leadingZeros("abc" + nonce); got < 12 {
 		t.Fatalf("nonce %s gives %d zero bits", nonce, got)
+	}
+	// The smallest nonce, as the server's own solver finds it.
+	for _, salt := range []string{"a", "salt-1", "ünïcode", ""} {
+		for _, bits := range []int{0, 1, 7, 10} {
+			got, err := client.SolveChallenge(ctx, client.Challenge{Algorithm: "sha256", Salt: salt, DifficultyBits: bits})
+			if want := challenge.Solve(salt, bits); err != nil || got != want || challenge.LeadingZeroBits(salt, got) < bits {
+				t.Fatalf("salt %q, %d bits: %q %v, the server's solver %q", salt, bits, got, err, want)
+			}
+		}
 	}
 	if _, err := client.SolveChallenge(ctx, client.Challenge{Algorithm: "md5", Salt: "abc", DifficultyBits: 1}); err == nil {
 		t.Fatal("md5 accepted")

@@ -241,7 +241,7 @@ func TestErrorCodesFromTheServer(t *testing.T) {
 		h.createSale("queue", func(s *client.NewSale) { s.AdmissionPerSecond = 1 })
 		var last *client.Ticket
 		for i := 0; i < 5; i++ {
-			if last, err = h.shopper("q" + strconv.Itoa(i)).Ticket(ctx, "queue"); err != nil {
+			if last, err = h.shopper("q"+strconv.Itoa(i)).Ticket(ctx, "queue"); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -19,8 +19,25 @@ type requests struct {
 	mu   sync.Mutex
 	keys []string
 	n    int
+	mode string
 }
 
+// count returns how many requests were recorded.
+func (r *requests) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
+}
+
+// reset forgets the requests recorded, and sets the mode the server
+// answers in from now on.
+func (r *requests) reset(mode string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.n, r.keys, r.mode = 0, nil, mode
+}
+
+// add records a request and returns its number.
 func (r *requests) add(req *http.Request) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -64,9 +81,11 @@ func TestReserveRepeatsOverloadedWithTheSameKey(t *testing.T) {
 		if w := h.waits(); len(w) != 2 || w[0] != 2100*time.Millisecond || w[1] != 2100*time.Millisecond {
 			t.Fatalf("waits %v, want Retry-After 2s plus 5%% jitter, twice", w)
 		}
-		if len(seen.keys) != 3 || seen.keys[0] == "" || seen.keys[1] != seen.keys[0] || seen.keys[2] != seen.keys[0] ||
-			res.IdempotencyKey != seen.keys[0] {
-			t.Fatalf("keys sent %q, the reservation's %q", seen.keys, res.IdempotencyKey)
+		seen.mu.Lock()
+		keys := seen.keys
+		seen.mu.Unlock()
+		if len(keys) != 3 || keys[0] == "" || keys[1] != keys[0] || keys[2] != keys[0] || res.IdempotencyKey != keys[0] {
+			t.Fatalf("keys sent %q, the reservation's %q", keys, res.IdempotencyKey)
 		}
 		if v, err := h.admin().Sale(ctx, "busy"); err != nil || v.Pending != 1 {
 			t.Fatalf("pending after the repeats: %+v %v", v, err)
@@ -98,7 +117,9 @@ func TestReserveRepeatsAfterALostAnswer(t *testing.T) {
 			if rec.Code != http.StatusCreated {
 				t.Errorf("a lost reserve: %d %s", rec.Code, rec.Body)
 			}
+			seen.mu.Lock()
 			made = rec.Body.String()
+			seen.mu.Unlock()
 			hangUp(t, w)
 		}
 		res, err := h.shopper("alice").Reserve(ctx, "flaky", client.ReserveRequest{AdmissionToken: adm, IdempotencyKey: "cart-7"})
@@ -108,16 +129,19 @@ func TestReserveRepeatsAfterALostAnswer(t *testing.T) {
 		if w := h.waits(); len(w) == 0 || w[0] < 250*time.Millisecond {
 			t.Fatalf("waits %v, want a backoff", w)
 		}
-		if len(seen.keys) < 3 {
-			t.Fatalf("sent %d times", len(seen.keys))
+		seen.mu.Lock()
+		keys, lost := seen.keys, made
+		seen.mu.Unlock()
+		if len(keys) < 3 {
+			t.Fatalf("sent %d times", len(keys))
 		}
-		for _, k := range seen.keys {
+		for _, k := range keys {
 			if k != "cart-7" {
-				t.Fatalf("keys sent %q", seen.keys)
+				t.Fatalf("keys sent %q", keys)
 			}
 		}
-		if made == "" || !containsID(made, res.ReservationID) {
-			t.Fatalf("the repeat answered %s; the lost answer was %s", res.ReservationID, made)
+		if lost == "" || !containsID(lost, res.ReservationID) {
+			t.Fatalf("the repeat answered %s; the lost answer was %s", res.ReservationID, lost)
 		}
 		if v, err := h.admin().Sale(ctx, "flaky"); err != nil || v.Pending != 1 || *v.Counter != 9 {
 			t.Fatalf("after the repeat: %+v %v", v, err)
@@ -137,13 +161,15 @@ func TestOnlyRepeatableRequestsAreRepeated(t *testing.T) {
 	h := newHarness(t, backends[0])
 	ctx := context.Background()
 	seen := &requests{}
-	var mode string
 	h.wrap = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if r.URL.Path != "/admin/sales" || r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
 			return
 		}
 		n := seen.add(r)
+		seen.mu.Lock()
+		mode := seen.mode
+		seen.mu.Unlock()
 		switch {
 		case mode == "unavailable":
 			answer(w, http.StatusServiceUnavailable, "1", "unavailable")
@@ -161,31 +187,31 @@ func TestOnlyRepeatableRequestsAreRepeated(t *testing.T) {
 		return err
 	}
 
-	mode, seen.n = "unavailable", 0
+	seen.reset("unavailable")
 	err := create("a")
 	wantCode(t, "create, unavailable", err, client.ErrUnavailable, 503)
-	if seen.n != 1 || len(h.waits()) != 0 {
-		t.Fatalf("an unavailable create was sent %d times", seen.n)
+	if seen.count() != 1 || len(h.waits()) != 0 {
+		t.Fatalf("an unavailable create was sent %d times", seen.count())
 	}
 
-	mode, seen.n = "hang up", 0
+	seen.reset("hang up")
 	if err := create("b"); err == nil || client.ErrorCode(err) != "" {
 		t.Fatalf("create without an answer: %v", err)
 	}
-	if seen.n != 1 || len(h.waits()) != 0 {
-		t.Fatalf("a create without an answer was sent %d times", seen.n)
+	if seen.count() != 1 || len(h.waits()) != 0 {
+		t.Fatalf("a create without an answer was sent %d times", seen.count())
 	}
 	// It was made: reading tells.
 	if v, err := h.admin().Sale(ctx, "b"); err != nil || v.SKU != "b" {
 		t.Fatalf("the create whose answer was lost: %+v %v", v, err)
 	}
 
-	mode, seen.n = "overloaded", 0
+	seen.reset("overloaded")
 	if err := create("c"); err != nil {
 		t.Fatalf("create after an overloaded answer: %v", err)
 	}
-	if w := h.waits(); seen.n != 2 || len(w) != 1 || w[0] != time.Second {
-		t.Fatalf("overloaded create: sent %d times, waits %v", seen.n, w)
+	if w := h.waits(); seen.count() != 2 || len(w) != 1 || w[0] != time.Second {
+		t.Fatalf("overloaded create: sent %d times, waits %v", seen.count(), w)
 	}
 }
 
@@ -206,16 +232,16 @@ func TestRepeatsAreBounded(t *testing.T) {
 	if !errors.As(err, &e) || e.RetryAfter != 3*time.Second {
 		t.Fatalf("the last answer: %#v", err)
 	}
-	if w := h.waits(); seen.n != 3 || len(w) != 2 {
-		t.Fatalf("sent %d times, waits %v", seen.n, w)
+	if w := h.waits(); seen.count() != 3 || len(w) != 2 {
+		t.Fatalf("sent %d times, waits %v", seen.count(), w)
 	}
 
-	seen.n = 0
+	seen.reset("")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err = c.Sale(ctx, "any")
 	wantCode(t, "overloaded, Retry-After past the deadline", err, client.ErrOverloaded, 503)
-	if w := h.waits(); seen.n != 1 || len(w) != 0 {
-		t.Fatalf("with a deadline before Retry-After: sent %d times, waits %v", seen.n, w)
+	if w := h.waits(); seen.count() != 1 || len(w) != 0 {
+		t.Fatalf("with a deadline before Retry-After: sent %d times, waits %v", seen.count(), w)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,6 +245,70 @@ func TestEveryRoute(t *testing.T) {
 		m, err := adm.Metrics(ctx)
 		if err != nil || !strings.Contains(string(m), "flashsale_http_requests_total") {
 			t.Fatalf("metrics: %d bytes, %v", len(m), err)
+		}
+	})
+}
+
+// TestConcurrentShoppers: one Client shared by many goroutines, each a
+// shopper through ticket, Waiter and reserve: exactly the stock is sold,
+// everyone else is told sold out, and no answer is confused with another's.
+func TestConcurrentShoppers(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := newHarness(t, b)
+		ctx := context.Background()
+		h.createSale("rush", func(s *client.NewSale) { s.InitialStock = 10 })
+		const shoppers = 40
+		var wg sync.WaitGroup
+		results := make([]error, shoppers)
+		ids := make([]string, shoppers)
+		for i := range shoppers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sh := h.shopper(fmt.Sprint("s-", i))
+				tk, err := sh.Ticket(ctx, "rush")
+				if err != nil {
+					results[i] = err
+					return
+				}
+				st, err := (&client.Waiter{Client: h.c, SKU: "rush"}).Wait(ctx, tk.Token)
+				switch {
+				case err != nil:
+					results[i] = err
+					return
+				case st.State == client.StateSoldOut:
+					results[i] = client.ErrSoldOut
+					return
+				case st.State != client.StateAdmitted:
+					results[i] = fmt.Errorf("state %s", st.State)
+					return
+				}
+				res, err := sh.Reserve(ctx, "rush", client.ReserveRequest{AdmissionToken: st.AdmissionToken})
+				if err == nil {
+					ids[i] = res.ReservationID
+				}
+				results[i] = err
+			}()
+		}
+		wg.Wait()
+		sold := map[string]bool{}
+		for i, err := range results {
+			switch {
+			case err == nil:
+				if sold[ids[i]] {
+					t.Fatalf("reservation %s answered twice", ids[i])
+				}
+				sold[ids[i]] = true
+			case errors.Is(err, client.ErrSoldOut):
+			default:
+				t.Fatalf("shopper %d: %v", i, err)
+			}
+		}
+		if len(sold) != 10 {
+			t.Fatalf("%d sold of 10", len(sold))
+		}
+		if v, err := h.admin().Sale(ctx, "rush"); err != nil || v.Pending != 10 || *v.Counter != 0 {
+			t.Fatalf("after the rush: %+v %v", v, err)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,7 +169,7 @@ func TestWaiterSolvesTheChallenge(t *testing.T) {
 		// The answer to carol's admission is lost after the server made
 		// it: the Waiter polls again and is told admitted.
 		var lost sync.Once
-		dropped := false
+		var dropped atomic.Bool
 		h.wrap = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 			if r.URL.Path != "/sale/pow/admission" {
 				next.ServeHTTP(w, r)
@@ -182,14 +183,14 @@ func TestWaiterSolvesTheChallenge(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			next.ServeHTTP(rec, r)
-			dropped = rec.Code == http.StatusOK
+			dropped.Store(rec.Code == http.StatusOK)
 			hangUp(t, w)
 		}
 		tk, _ = h.shopper("carol").Ticket(ctx, "pow")
 		log = &statusLog{}
 		st, err = (&client.Waiter{Client: h.c, SKU: "pow", OnStatus: log.add}).Wait(ctx, tk.Token)
-		if err != nil || st.State != client.StateAdmitted || !dropped {
-			t.Fatalf("after a lost admission: %+v %v (the server admitted: %v)", st, err, dropped)
+		if err != nil || st.State != client.StateAdmitted || !dropped.Load() {
+			t.Fatalf("after a lost admission: %+v %v (the server admitted: %v)", st, err, dropped.Load())
 		}
 		if s := log.states(); len(s) != 2 || s[0] != client.StateChallenge || s[1] != client.StateAdmitted {
 			t.Fatalf("states seen: %v", s)

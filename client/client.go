@@ -17,8 +17,8 @@
 // The discipline:
 //
 //   - A request the server (or a proxy before it) asks to repeat is
-//     repeated, no sooner than its Retry-After and with jitter, up to
-//     MaxAttempts: 503 overloaded (nothing was done) for any route; 503
+//     repeated, no sooner than its Retry-After and with jitter, sent at
+//     most five times (WithMaxAttempts): 503 overloaded (nothing was done) for any route; 503
 //     unavailable, a 502/503/504 without a contract code, and a request
 //     that got no answer at all only for routes that are safe to repeat
 //     (every GET, register, redeem, confirm, cancel of a reservation, and
@@ -29,8 +29,9 @@
 //     than asked), solves the proof of work when asked and posts the
 //     admission.
 //   - Every call takes a context, and stops waiting when it is done; a
-//     Retry-After that would outlast the context's deadline ends the call
-//     with the server's answer at once rather than sleeping to the deadline.
+//     Retry-After that would outlast the context's deadline, or is longer
+//     than 30 seconds, ends the call with the server's answer (its
+//     RetryAfter set) at once rather than sleeping.
 //
 // Tests inject the HTTP client, the clock, the sleep and the jitter
 // (WithHTTPClient, WithClock, WithSleep, WithJitter), so that waiting is
@@ -220,6 +221,11 @@ func (c *Client) repeat(ctx context.Context, k *call, err error, attempt int) (t
 	default:
 		return 0, false
 	}
+	if wait > maxRepeatWait {
+		// A server that asks for this long is better answered by the
+		// caller, who knows whether the shopper is still there.
+		return 0, false
+	}
 	wait += max(c.jitter(wait), 0)
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 		// Waiting would outlast the caller: give it the answer now. (A
@@ -229,6 +235,10 @@ func (c *Client) repeat(ctx context.Context, k *call, err error, attempt int) (t
 	}
 	return wait, true
 }
+
+// maxRepeatWait is the longest Retry-After a request is repeated after by
+// the client itself; a longer one ends the call with the answer.
+const maxRepeatWait = 30 * time.Second
 
 // backoff is the wait before repeat number attempt when the server said
 // nothing of when: 250ms, doubling, at most 5s.

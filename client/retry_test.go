@@ -245,3 +245,22 @@ func TestRepeatsAreBounded(t *testing.T) {
 		t.Fatalf("with a deadline before Retry-After: sent %d times, waits %v", seen.count(), w)
 	}
 }
+
+// TestLongRetryAfterIsTheCallersToHonour: an answer asking to come back in
+// more than half a minute is returned, not slept on.
+func TestLongRetryAfterIsTheCallersToHonour(t *testing.T) {
+	h := newHarness(t, backends[0])
+	seen := &requests{}
+	h.wrap = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		seen.add(r)
+		answer(w, http.StatusServiceUnavailable, "120", "unavailable")
+	}
+	_, err := h.c.Sale(context.Background(), "any")
+	var e *client.Error
+	if !errors.As(err, &e) || e.Code != client.CodeUnavailable || e.RetryAfter != 2*time.Minute {
+		t.Fatalf("answer: %#v", err)
+	}
+	if w := h.waits(); seen.count() != 1 || len(w) != 0 {
+		t.Fatalf("sent %d times, waits %v", seen.count(), w)
+	}
+}

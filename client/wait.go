@@ -51,8 +51,10 @@ const maxChallengeFailures = 3
 //     false, a shopper who keeps polling keeps the place, and Wait does);
 //   - closed, or not_selected (a lottery's draw passed the shopper by).
 //
-// Scheduled, waiting and paused answers, and a sold-out one not yet final,
-// are polled again after their Retry-After. The returned status's Token is
+// The first poll is at once, as the waiting-room page's is after its
+// ticket; scheduled, waiting and paused answers, and a sold-out one not yet
+// final, are polled again after their Retry-After (a second where an
+// answer has none) plus the client's jitter, never sooner. The returned status's Token is
 // the ticket as it stands at the end: the draw may have replaced the one
 // Wait began with, and the shopper should keep the new one.
 //

@@ -18,6 +18,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/challenge"
 	"github.com/flashsale/flashsale/client"
+	"github.com/flashsale/flashsale/waitroom"
 )
 
 // statusLog records what a Waiter reported.
@@ -361,6 +362,11 @@ func TestLotteryThroughTheClient(t *testing.T) {
 		if err != nil || doc.SKU != "raffle" || doc.Winners != 2 || len(doc.Order) != len(users) || doc.Seed == "" ||
 			doc.SeedCommitment != pub.SeedCommitment {
 			t.Fatalf("draw: %+v %v", doc, err)
+		}
+		// The client's document is the server's, field for field: anyone
+		// can recompute it (flashsale verify does).
+		if err := (*waitroom.DrawDocument)(doc).Verify(); err != nil {
+			t.Fatalf("the draw does not verify: %v", err)
 		}
 
 		h.onSleep = func(time.Duration) {

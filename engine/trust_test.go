@@ -16,20 +16,20 @@ import (
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
-// records are the backends whose record differs, with the in-process gate:
+// trustRecords are the backends whose record differs, with the in-process gate:
 // what the trust boundaries decide is the HTTP layer's, and every record
 // must be behind it alike.
-var records = []backend{backends[0], backends[2]}
+var trustRecords = []backend{backends[0], backends[2]}
 
-func forEachRecord(t *testing.T, scenario func(t *testing.T, b backend)) {
-	for _, b := range records {
+func forEachTrustRecord(t *testing.T, scenario func(t *testing.T, b backend)) {
+	for _, b := range trustRecords {
 		t.Run(b.name, func(t *testing.T) { scenario(t, b) })
 	}
 }
 
-// raw sends a request as a browser, or an attacker, would shape it: its
-// own Host, headers and body, byte for byte.
-func (h *harness) raw(method, path, host string, headers map[string]string, body string) response {
+// forged sends a request shaped exactly as given, Host, headers and body,
+// as a browser, an attacker or curl would send it.
+func (h *harness) forged(method, path, host string, headers map[string]string, body string) response {
 	h.t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -64,7 +64,7 @@ func (h *harness) raw(method, path, host string, headers map[string]string, body
 // those is refused now; curl and a page of the server's own origin (the
 // console) still work.
 func TestAdminWithoutTokenRefusesWebPages(t *testing.T) {
-	forEachRecord(t, func(t *testing.T, b backend) {
+	forEachTrustRecord(t, func(t *testing.T, b backend) {
 		h := newHarness(t, b)
 		own := strings.TrimPrefix(h.srv.URL, "http://")
 		port := own[strings.LastIndexByte(own, ':'):]
@@ -102,7 +102,7 @@ func TestAdminWithoutTokenRefusesWebPages(t *testing.T) {
 		}
 		h.createSale("kept", nil)
 		for _, a := range attacks {
-			r := h.raw(a.method, a.path, a.host, a.headers, a.body)
+			r := h.forged(a.method, a.path, a.host, a.headers, a.body)
 			if r.status != a.status || r.code() != a.code {
 				t.Errorf("%s: %d %s, want %d %s", a.name, r.status, r.body, a.status, a.code)
 			}
@@ -113,7 +113,7 @@ func TestAdminWithoutTokenRefusesWebPages(t *testing.T) {
 				State string `json:"state"`
 			} `json:"sales"`
 		}
-		r := h.raw("GET", "/admin/sales", "", nil, "")
+		r := h.forged("GET", "/admin/sales", "", nil, "")
 		if err := json.Unmarshal(r.body, &list); err != nil || r.status != 200 {
 			t.Fatalf("list: %d %s", r.status, r.body)
 		}
@@ -123,21 +123,21 @@ func TestAdminWithoutTokenRefusesWebPages(t *testing.T) {
 
 		// What the operator does still works: curl on loopback, by
 		// address or by name, and the console, a page of this origin.
-		if r := h.raw("POST", "/admin/sales", "", jsonType, sale("curl")); r.status != 201 {
+		if r := h.forged("POST", "/admin/sales", "", jsonType, sale("curl")); r.status != 201 {
 			t.Errorf("curl create: %d %s", r.status, r.body)
 		}
-		if r := h.raw("POST", "/admin/sales/curl/pause", "", nil, ""); r.status != 200 {
+		if r := h.forged("POST", "/admin/sales/curl/pause", "", nil, ""); r.status != 200 {
 			t.Errorf("curl pause, no body: %d %s", r.status, r.body)
 		}
 		console := map[string]string{"Content-Type": "application/json", "Origin": "http://localhost" + port,
 			"Sec-Fetch-Site": "same-origin"}
-		if r := h.raw("POST", "/admin/sales", "localhost"+port, console, sale("console")); r.status != 201 {
+		if r := h.forged("POST", "/admin/sales", "localhost"+port, console, sale("console")); r.status != 201 {
 			t.Errorf("console create: %d %s", r.status, r.body)
 		}
-		if r := h.raw("GET", "/admin/sales/console", "localhost"+port, map[string]string{"Sec-Fetch-Site": "same-origin"}, ""); r.status != 200 {
+		if r := h.forged("GET", "/admin/sales/console", "localhost"+port, map[string]string{"Sec-Fetch-Site": "same-origin"}, ""); r.status != 200 {
 			t.Errorf("console read: %d %s", r.status, r.body)
 		}
-		if r := h.raw("GET", "/metrics", "", nil, ""); r.status != 200 {
+		if r := h.forged("GET", "/metrics", "", nil, ""); r.status != 200 {
 			t.Errorf("metrics on loopback: %d", r.status)
 		}
 	})
@@ -147,21 +147,21 @@ func TestAdminWithoutTokenRefusesWebPages(t *testing.T) {
 // decides, as before: a request that carries it is served whatever its
 // Origin or type, and one without it is 401, /metrics included.
 func TestAdminWithTokenUnchanged(t *testing.T) {
-	forEachRecord(t, func(t *testing.T, b backend) {
+	forEachTrustRecord(t, func(t *testing.T, b backend) {
 		h := newHarness(t, b, func(c *engine.Config) { c.AdminToken = "operator-token-of-24-bytes+" })
 		body := `{"sku":"tok","name":"Drop","initialStock":5,"opensAt":"` + start.Format(time.RFC3339) + `"}`
-		if r := h.raw("POST", "/admin/sales", "", map[string]string{"Content-Type": "text/plain",
+		if r := h.forged("POST", "/admin/sales", "", map[string]string{"Content-Type": "text/plain",
 			"Origin": "https://tooling.example"}, body); r.status != 401 {
 			t.Errorf("without the token: %d %s", r.status, r.body)
 		}
-		if r := h.raw("POST", "/admin/sales", "ops.internal:8080", map[string]string{"Content-Type": "text/plain",
+		if r := h.forged("POST", "/admin/sales", "ops.internal:8080", map[string]string{"Content-Type": "text/plain",
 			"Origin": "https://tooling.example", "Authorization": "Bearer operator-token-of-24-bytes+"}, body); r.status != 201 {
 			t.Errorf("with the token: %d %s", r.status, r.body)
 		}
-		if r := h.raw("GET", "/metrics", "", nil, ""); r.status != 401 || r.code() != "unauthenticated" {
+		if r := h.forged("GET", "/metrics", "", nil, ""); r.status != 401 || r.code() != "unauthenticated" {
 			t.Errorf("/metrics without the token: %d %s", r.status, r.body)
 		}
-		if r := h.raw("GET", "/metrics", "", map[string]string{"Authorization": "Bearer operator-token-of-24-bytes+"}, ""); r.status != 200 {
+		if r := h.forged("GET", "/metrics", "", map[string]string{"Authorization": "Bearer operator-token-of-24-bytes+"}, ""); r.status != 200 {
 			t.Errorf("/metrics with the token: %d", r.status)
 		}
 	})
@@ -185,7 +185,7 @@ const trustSecret = "a-shop-secret-of-at-least-32-bytes!!"
 // --user-jwt-audience, --user-jwt-issuer and the maximum lifetime, each is
 // 401 unauthenticated, at the waiting room and on the purchase path.
 func TestShopperJWTAudienceIssuerLifetime(t *testing.T) {
-	forEachRecord(t, func(t *testing.T, b backend) {
+	forEachTrustRecord(t, func(t *testing.T, b backend) {
 		h := newHarness(t, b, func(c *engine.Config) {
 			c.UserJWTSecret, c.UserJWTAudience, c.UserJWTIssuer = trustSecret, "flashsale", "https://id.shop.example"
 		})
@@ -299,7 +299,7 @@ func TestEdgeVerifiesAudience(t *testing.T) {
 // now left out of every /metrics answered without the admin token, and
 // shown to the operator who sends it.
 func TestMetricsHideUnpublishedSales(t *testing.T) {
-	forEachRecord(t, func(t *testing.T, b backend) {
+	forEachTrustRecord(t, func(t *testing.T, b backend) {
 		for _, token := range []string{"", "operator-token-of-24-bytes+"} {
 			h := newHarness(t, b, func(c *engine.Config) { c.AdminToken = token })
 			auth := map[string]string{}
@@ -323,7 +323,7 @@ func TestMetricsHideUnpublishedSales(t *testing.T) {
 				t.Errorf("token %q, the listener apart: secret-drop shown %t, live-drop shown %t", token,
 					strings.Contains(body, "secret-drop"), strings.Contains(body, `sku="live-drop"`))
 			}
-			r := h.raw("GET", "/metrics", "", auth, "")
+			r := h.forged("GET", "/metrics", "", auth, "")
 			body := string(r.body)
 			if token == "" && (strings.Contains(body, "secret-drop") || !strings.Contains(body, `sku="live-drop"`)) {
 				t.Errorf("no token, /metrics on the main listener: secret-drop shown %t, live-drop shown %t",

@@ -92,23 +92,23 @@ func TestLocalOperator(t *testing.T) {
 	}
 }
 
-// records is a slog handler that keeps what is logged.
-type records struct {
+// logRecords is a slog handler that keeps what is logged.
+type logRecords struct {
 	mu sync.Mutex
 	r  []slog.Record
 }
 
-func (h *records) Enabled(context.Context, slog.Level) bool { return true }
-func (h *records) Handle(_ context.Context, r slog.Record) error {
+func (h *logRecords) Enabled(context.Context, slog.Level) bool { return true }
+func (h *logRecords) Handle(_ context.Context, r slog.Record) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.r = append(h.r, r)
 	return nil
 }
-func (h *records) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *records) WithGroup(string) slog.Handler      { return h }
+func (h *logRecords) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *logRecords) WithGroup(string) slog.Handler      { return h }
 
-func (h *records) at(level slog.Level) int {
+func (h *logRecords) at(level slog.Level) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	n := 0
@@ -125,7 +125,7 @@ func (h *records) at(level slog.Level) int {
 // store that fails does, once a second per code however many requests
 // meet it.
 func TestExpectedAnswersAreNotErrors(t *testing.T) {
-	h := &records{}
+	h := &logRecords{}
 	logger := slog.New(h)
 	r := httptest.NewRequest("POST", "/sale/x/reserve", nil)
 	for _, code := range []flashsale.Code{flashsale.CodeOverloaded, flashsale.CodeSalePaused, flashsale.CodeSoldOut,

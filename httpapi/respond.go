@@ -223,7 +223,9 @@ func logAnswer(logger *slog.Logger, r *http.Request, code flashsale.Code, err er
 
 // errorLines samples the ERROR lines of failed requests, per logger and
 // code. It is shared by every Server of the process, so that servers that
-// share a logger share its budget; a process has few loggers.
+// share a logger share its budget; a process has few loggers. Each server
+// of a fleet samples its own log: a store that fails for every server is
+// one line a second from each.
 var errorLines sampler
 
 // sampleKey is what a line is sampled by: its logger and its code.

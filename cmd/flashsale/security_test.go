@@ -75,7 +75,7 @@ func TestSecurityChecklistRefusals(t *testing.T) {
 	}
 	smallDER, _ := x509.MarshalPKIXPublicKey(&small.PublicKey)
 	pemFile := func(name, typ string, der []byte) string {
-		return writeFile(t, name, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
+		return writeTempFile(t, name, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}))
 	}
 	refusals := []refusal{
 		{"`--addr` not on loopback without `--admin-token`",
@@ -88,7 +88,7 @@ func TestSecurityChecklistRefusals(t *testing.T) {
 		{"`--user-jwt-public-key` holding a private key",
 			[]string{"--user-jwt-public-key", pemFile("private.pem", "PRIVATE KEY", privDER)}, "--user-jwt-public-key"},
 		{"something other than a public key",
-			[]string{"--user-jwt-public-key", writeFile(t, "cert.pem", []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))},
+			[]string{"--user-jwt-public-key", writeTempFile(t, "cert.pem", []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))},
 			"--user-jwt-public-key"},
 		{"an RSA key of fewer than 2048 bits",
 			[]string{"--user-jwt-public-key", pemFile("small.pem", "PUBLIC KEY", smallDER)}, "--user-jwt-public-key"},
@@ -227,8 +227,8 @@ func TestServeWarnsWeakSecrets(t *testing.T) {
 func TestServeHeaderLimit(t *testing.T) {
 	base, stop, out := startServerOut(t, t.TempDir(), "--metrics-addr", "127.0.0.1:0", "--debug-addr", "127.0.0.1:0")
 	defer stop()
-	metrics := waitFor(t, out, `metrics at (http://\S+)/metrics`)
-	debug := waitFor(t, out, `profiles and traces at (http://[0-9.:]+)/debug/pprof/`)
+	metrics := waitPrinted(t, out, `metrics at (http://\S+)/metrics`)
+	debug := waitPrinted(t, out, `profiles and traces at (http://[0-9.:]+)/debug/pprof/`)
 	for _, url := range []string{base + "/healthz", metrics + "/metrics", debug + "/debug/pprof/"} {
 		for size, want := range map[int]int{8 << 10: 200, 64 << 10: http.StatusRequestHeaderFieldsTooLarge} {
 			req, _ := http.NewRequest("GET", url, nil)
@@ -245,9 +245,9 @@ func TestServeHeaderLimit(t *testing.T) {
 	}
 }
 
-// waitFor waits for serve to print a line matching re and returns its
+// waitPrinted waits for serve to print a line matching re and returns its
 // first group.
-func waitFor(t *testing.T, out *syncBuffer, re string) string {
+func waitPrinted(t *testing.T, out *syncBuffer, re string) string {
 	t.Helper()
 	r := regexp.MustCompile(re)
 	deadline := time.Now().Add(10 * time.Second)
@@ -282,7 +282,7 @@ func TestServeMetricsAddr(t *testing.T) {
 	admin := map[string]string{"Authorization": "Bearer " + goodAdmin}
 
 	base, stop, out := startServerOut(t, t.TempDir(), "--admin-token", goodAdmin, "--metrics-addr", "127.0.0.1:0")
-	metrics := waitFor(t, out, `metrics at (http://\S+)/metrics`)
+	metrics := waitPrinted(t, out, `metrics at (http://\S+)/metrics`)
 	cli(t, "sale", "create", "--server", base, "--admin-token", goodAdmin, "--sku", "hidden", "--stock", "3", "--opens-at", "+1h")
 	cli(t, "sale", "create", "--server", base, "--admin-token", goodAdmin, "--sku", "shown", "--stock", "3", "--opens-at", "+0s")
 	for _, sku := range []string{"hidden", "shown"} {

@@ -40,8 +40,8 @@ type startFailure struct {
 	secret string
 }
 
-// writeFile writes b to a file of its own and returns its path.
-func writeFile(t *testing.T, name string, b []byte) string {
+// writeTempFile writes b to a file of its own and returns its path.
+func writeTempFile(t *testing.T, name string, b []byte) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, b, 0o600); err != nil {
@@ -73,7 +73,7 @@ func startFailures(t *testing.T) []startFailure {
 	if err := os.WriteFile(filepath.Join(corruptKeys, "token-keys"), []byte("this is not a key\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	dataFile := writeFile(t, "not-a-dir", []byte("x"))
+	dataFile := writeTempFile(t, "not-a-dir", []byte("x"))
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -86,13 +86,13 @@ func startFailures(t *testing.T) []startFailure {
 		{name: "data dir is a file", args: []string{"--data-dir", dataFile}, want: "--data-dir"},
 		{name: "PEM unreadable", args: []string{"--user-jwt-public-key", filepath.Join(t.TempDir(), "missing.pem")},
 			want: "--user-jwt-public-key"},
-		{name: "PEM garbage", args: []string{"--user-jwt-public-key", writeFile(t, "garbage.pem", []byte("not a pem file"))},
+		{name: "PEM garbage", args: []string{"--user-jwt-public-key", writeTempFile(t, "garbage.pem", []byte("not a pem file"))},
 			want: "--user-jwt-public-key"},
 		{name: "PEM private key", args: []string{"--user-jwt-public-key",
-			writeFile(t, "private.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}))},
+			writeTempFile(t, "private.pem", pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}))},
 			want: "--user-jwt-public-key"},
 		{name: "PEM RSA too small", args: []string{"--user-jwt-public-key",
-			writeFile(t, "small.pem", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: smallDER}))},
+			writeTempFile(t, "small.pem", pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: smallDER}))},
 			want: "--user-jwt-public-key"},
 		{name: "PostgreSQL not answering", args: []string{"--database-url", "postgres://flashsale:hunter2-secret@127.0.0.1:1/flashsale"},
 			want: "--database-url: PostgreSQL at 127.0.0.1:1", secret: "hunter2-secret"},

@@ -21,9 +21,11 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -113,8 +115,21 @@ type Config struct {
 	// (PEM) with EdDSA or RS256. With neither, the development key is used.
 	UserJWTSecret    string
 	UserJWTPublicKey []byte
-	// AdminToken guards /admin/; empty means loopback only.
+	// UserJWTAudience and UserJWTIssuer, when set, are the aud and iss a
+	// shopper JWT must carry (identity.WithAudience, WithIssuer): a token
+	// the identity service issued for another service is refused.
+	UserJWTAudience string
+	UserJWTIssuer   string
+	// UserJWTMaxLifetime bounds a shopper JWT's exp - iat (default
+	// identity.DefaultMaxLifetime; see identity.WithMaxLifetime for a
+	// token without iat).
+	UserJWTMaxLifetime time.Duration
+	// AdminToken guards /admin/ and /metrics; empty means loopback only,
+	// and only what a web page cannot send (httpapi's admin guard).
 	AdminToken string
+	// MetricsApart leaves /metrics off Handler: the caller serves
+	// MetricsHandler on a listener of its own.
+	MetricsApart bool
 	// AdmissionTTL is the lifetime of an admission token (default 120s).
 	AdmissionTTL time.Duration
 	// TokenKeys signs waiting-room tokens ("kid:base64url,..."). Empty
@@ -201,6 +216,10 @@ type Config struct {
 type Engine struct {
 	Config  Config
 	Handler http.Handler
+	// MetricsHandler serves the Prometheus text without any token, for a
+	// listener apart (Config.MetricsApart): every series but those of a
+	// sale not yet published (httpapi.Server.PublicMetrics).
+	MetricsHandler http.Handler
 	// Store is the record as the purchase path uses it; Background as
 	// the background services and the operator routes do. On PostgreSQL
 	// each has a pool of its own; on SQLite they are one store.
@@ -260,8 +279,9 @@ type Engine struct {
 	relay atomic.Pointer[outbox.Relay]
 }
 
-// Open assembles an engine. On error, whatever was opened is closed.
-func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
+// Open assembles an engine. On error, whatever was opened is closed, and
+// the error names the setting (as serve's flag) or the server at fault.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -281,33 +301,32 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if cfg.Role == "" {
 		cfg.Role = httpapi.RoleAll
 	}
-	e = &Engine{Config: cfg, Metrics: metrics.New()}
-	defer func() {
-		if err != nil {
-			e.Close()
-		}
-	}()
-	if e.Tokens, err = loadTokenKeys(cfg.TokenKeys, cfg.DataDir); err != nil {
+	e := &Engine{Config: cfg, Metrics: metrics.New()}
+	// The half-built engine is closed here, not through the result: a
+	// failed Open returns no engine to close.
+	if err := e.open(ctx); err != nil {
+		e.Close()
 		return nil, err
 	}
-	switch {
-	case len(cfg.UserJWTPublicKey) > 0:
-		e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey, identity.WithCache(1<<16))
-	case cfg.UserJWTSecret != "":
-		e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret), identity.WithCache(1<<16))
-	default:
-		e.DevelopmentKey = true
-		e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret), identity.WithCache(1<<16))
+	return e, nil
+}
+
+// open assembles e from e.Config; on error, e holds whatever it opened, for
+// Close.
+func (e *Engine) open(ctx context.Context) (err error) {
+	cfg := e.Config
+	if e.Tokens, err = loadTokenKeys(cfg.TokenKeys, cfg.DataDir); err != nil {
+		return err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("shopper JWT key: %w", err)
+	if err := e.openShoppers(); err != nil {
+		return err
 	}
 	e.openRoomInFlight()
 	if cfg.Role == httpapi.RoleEdge {
-		return e, e.openEdge(ctx)
+		return e.openEdge(ctx)
 	}
 	if err := e.openStore(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.WrapBackground != nil {
 		e.Background = cfg.WrapBackground(e.Background)
@@ -325,7 +344,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	})
 	e.openInFlight()
 	if err := e.openGate(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.WrapGate != nil {
 		e.Gate = cfg.WrapGate(e.Gate)
@@ -365,14 +384,46 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 			RebuildShards: e.Control.RebuildShards, Interval: cfg.RebalanceInterval, Logger: logger})
 	}
 	if err := e.openRelay(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	e.Handler = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
+	api := httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
 		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
-		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
-	return e, nil
+		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart,
+		Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
+	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
+	return nil
+}
+
+// openShoppers makes the verifier of shopper JWTs, origin and edge alike:
+// the configured key, or the development key, and the audience, issuer and
+// lifetime every token must keep to.
+func (e *Engine) openShoppers() error {
+	cfg := e.Config
+	opts := []identity.Option{identity.WithCache(1 << 16), identity.WithAudience(cfg.UserJWTAudience),
+		identity.WithIssuer(cfg.UserJWTIssuer)}
+	if cfg.UserJWTMaxLifetime < 0 {
+		return errors.New("--user-jwt-max-lifetime must be positive")
+	}
+	opts = append(opts, identity.WithMaxLifetime(cfg.UserJWTMaxLifetime))
+	var err error
+	switch {
+	case len(cfg.UserJWTPublicKey) > 0:
+		if e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey, opts...); err != nil {
+			return fmt.Errorf("--user-jwt-public-key: %w", err)
+		}
+	case cfg.UserJWTSecret != "":
+		if e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret), opts...); err != nil {
+			return fmt.Errorf("--user-jwt-secret: %w", err)
+		}
+	default:
+		e.DevelopmentKey = true
+		if e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret), opts...); err != nil {
+			return fmt.Errorf("the development key: %w", err)
+		}
+	}
+	return nil
 }
 
 // suspect holds a shopper under the automation policy.
@@ -412,9 +463,10 @@ func (e *Engine) openEdge(ctx context.Context) error {
 		Token: cfg.OriginToken, EdgeID: cfg.EdgeID, Now: cfg.Now, Logger: cfg.Logger})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
-	e.Handler = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
+	api := httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
 		Page: page.Handler(), MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
-		Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+		AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
 	return nil
 }
 
@@ -431,9 +483,14 @@ func (e *Engine) demoMinter() func(string) (string, time.Duration, error) {
 	if !e.Config.Demo || !e.DevelopmentKey {
 		return nil
 	}
+	// A demo token lives no longer than the server accepts.
+	ttl := demoTokenTTL
+	if m := e.Config.UserJWTMaxLifetime; m > 0 && m < ttl {
+		ttl = m
+	}
 	return func(user string) (string, time.Duration, error) {
-		tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, demoAccountAge, e.Config.Now(), demoTokenTTL)
-		return tok, demoTokenTTL, err
+		tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, demoAccountAge, e.Config.Now(), ttl)
+		return tok, ttl, err
 	}
 }
 
@@ -454,9 +511,9 @@ func (e *Engine) openStore(ctx context.Context) error {
 		if cfg.DatabaseMaxConns > 0 {
 			opts = append(opts, postgres.WithMaxConns(cfg.DatabaseMaxConns))
 		}
-		st, err := postgres.Open(ctx, cfg.DatabaseURL, opts...)
+		st, err := postgres.Open(ctx, withConnectTimeout(cfg.DatabaseURL), opts...)
 		if err != nil {
-			return fmt.Errorf("open PostgreSQL: %w", err)
+			return fmt.Errorf("--database-url: PostgreSQL at %s: %w", hostOf(cfg.DatabaseURL), err)
 		}
 		e.Store = st
 		e.closers = append(e.closers, st.Close)
@@ -488,11 +545,11 @@ func (e *Engine) openStore(ctx context.Context) error {
 		return nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return fmt.Errorf("--data-dir: %w", err)
 	}
 	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "flashsale.db"), sqlite.WithClock(cfg.Now), sqlite.WithEventsHook(e.eventsWritten))
 	if err != nil {
-		return fmt.Errorf("open SQLite: %w", err)
+		return fmt.Errorf("--data-dir: open SQLite in %s: %w", cfg.DataDir, err)
 	}
 	e.Store = st
 	e.closers = append(e.closers, st.Close)
@@ -658,7 +715,7 @@ func (e *Engine) openRelay(ctx context.Context) error {
 	case cfg.EventsSink == "nats":
 		js, err := jetstream.Open(ctx, jetstream.Config{URL: cfg.NATSURL, Stream: cfg.NATSStream, Subject: cfg.NATSSubject})
 		if err != nil {
-			return fmt.Errorf("--events-sink nats: %w", err)
+			return fmt.Errorf("--nats-url: NATS at %s: %w", hostOf(cfg.NATSURL), err)
 		}
 		e.closers = append(e.closers, js.Close)
 		sink = js
@@ -755,9 +812,41 @@ func OpenRedis(ctx context.Context, url, name string) (rueidis.Client, error) {
 	opt.ConnWriteTimeout = 500 * time.Millisecond
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Redis: %w", err)
+		return nil, fmt.Errorf("--redis-url: Redis at %s does not answer: %w", strings.Join(opt.InitAddress, ", "), err)
 	}
 	return client, nil
+}
+
+// DatabaseConnectTimeout bounds each connection to PostgreSQL the engine
+// opens, unless the URL's connect_timeout says otherwise: without one, a
+// server that drops packets holds the start (and, later, a pool's new
+// connection) for as long as the system's TCP retries last, minutes.
+const DatabaseConnectTimeout = 5 * time.Second
+
+// withConnectTimeout returns a postgres:// URL with connect_timeout set to
+// DatabaseConnectTimeout, unless it sets one itself.
+func withConnectTimeout(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw // pgx says what is wrong with it
+	}
+	q := u.Query()
+	if q.Has("connect_timeout") {
+		return raw
+	}
+	q.Set("connect_timeout", strconv.Itoa(int(DatabaseConnectTimeout/time.Second)))
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// hostOf returns the host:port of a server's URL for an error message:
+// never its user, password or parameters.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "the address given"
+	}
+	return u.Host
 }
 
 // redisName names a client's connections "flashsale-ROLE-PREFIX", the key
@@ -832,7 +921,11 @@ func (e *Engine) RecordCalls() (total, background int64) {
 }
 
 // Close releases the gate's and the record's connections, newest first.
+// Closing a nil Engine does nothing.
 func (e *Engine) Close() error {
+	if e == nil {
+		return nil
+	}
 	var errs []error
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		errs = append(errs, e.closers[i]())
@@ -845,8 +938,10 @@ func (e *Engine) Close() error {
 // else from DataDir/token-keys, generated on first start so that tickets
 // survive a restart.
 func loadTokenKeys(spec, dataDir string) (*token.Keyring, error) {
+	source := "--token-keys"
 	if spec == "" {
 		path := filepath.Join(dataDir, "token-keys")
+		source = "--data-dir: the token keys in " + path
 		b, err := os.ReadFile(path)
 		switch {
 		case err == nil:
@@ -858,20 +953,24 @@ func loadTokenKeys(spec, dataDir string) (*token.Keyring, error) {
 			}
 			spec = token.FormatKeys([]token.Key{k})
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("--data-dir: %w", err)
 			}
 			if err := os.WriteFile(path, []byte(spec+"\n"), 0o600); err != nil {
-				return nil, fmt.Errorf("keep the token key: %w", err)
+				return nil, fmt.Errorf("--data-dir: keep the token key: %w", err)
 			}
 		default:
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", source, err)
 		}
 	}
 	keys, err := token.ParseKeys(spec)
 	if err != nil {
-		return nil, fmt.Errorf("token keys: %w", err)
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	return token.NewKeyring(keys...)
+	ring, err := token.NewKeyring(keys...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return ring, nil
 }
 
 func newKeyID() string {

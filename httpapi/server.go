@@ -7,9 +7,7 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
-	"net"
 	"net/http"
 	"path"
 	"runtime/debug"
@@ -17,8 +15,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/bulkhead"
@@ -70,6 +66,10 @@ type Config struct {
 	Snapshots  *waitroom.OriginSnapshots
 	Pacer      *waitroom.Pacer
 	AdminToken string
+	// MetricsApart leaves /metrics off this handler: it is served on a
+	// listener of its own (PublicMetrics). Otherwise /metrics is guarded
+	// as the operator routes are.
+	MetricsApart bool
 	// InFlight bounds the purchase routes (reserve, and get, confirm and
 	// cancel of a reservation): a request that finds no slot is answered
 	// 503 overloaded before it does any work. Nil bounds nothing.
@@ -172,8 +172,8 @@ func (s *Server) routes() {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "role": s.cfg.Role})
 	})
 	m.HandleFunc("GET /readyz", s.readyz)
-	if s.cfg.Metrics != nil {
-		m.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	if s.cfg.Metrics != nil && !s.cfg.MetricsApart {
+		m.HandleFunc("GET /metrics", s.admin(s.metricsHandler().ServeHTTP))
 	}
 	m.HandleFunc("/", s.unmatched(s.notFound))
 }
@@ -286,48 +286,6 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 		r.status, r.wrote = http.StatusOK, true
 	}
 	return r.ResponseWriter.Write(b)
-}
-
-// admin guards an operator route: with an admin token configured, the
-// request must carry it; without one, only loopback clients are served.
-func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	want := []byte(s.cfg.AdminToken)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if len(want) == 0 {
-			if !loopback(r.RemoteAddr) {
-				writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeForbidden,
-					"No admin token is configured, so operator routes answer only on loopback."))
-				return
-			}
-			h(w, r)
-			return
-		}
-		got, ok := bearer(r)
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeUnauthenticated,
-				"Operator routes need Authorization: Bearer <admin token>."))
-			return
-		}
-		h(w, r)
-	}
-}
-
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	const prefix = "bearer "
-	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return "", false
-	}
-	return strings.TrimSpace(h[len(prefix):]), true
-}
-
-func loopback(remoteAddr string) bool {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

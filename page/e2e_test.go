@@ -84,6 +84,9 @@ func (s *server) call(method, path, user string, hdr map[string]string, body any
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if user != "" {
 		req.Header.Set("Authorization", "Bearer "+s.jwt(user))
 	}

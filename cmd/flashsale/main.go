@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 )
@@ -28,13 +29,37 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "flashsale:", err)
+			fmt.Fprintln(os.Stderr, "flashsale:", oneLine(err))
 		}
 		os.Exit(exitCode(err))
 	}
 }
 
-// usageError is a mistake in the command line: exit status 2.
+// oneLine is err's message on one line: an operator (or a supervisor's
+// log) reads the reason a start failed from the last line, and errors
+// joined with errors.Join span several.
+func oneLine(err error) string {
+	var b strings.Builder
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			if s := b.String(); !strings.HasSuffix(s, ":") && !strings.HasSuffix(s, ";") {
+				b.WriteByte(';')
+			}
+			b.WriteByte(' ')
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// usageError is a mistake in the shape of the command line (an unknown
+// command or flag, a flag without its value, a stray argument): exit
+// status 2, with the usage printed. A flag's value that is wrong is a
+// configuration error like any other: one line, exit status 1.
 type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
@@ -94,9 +119,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // parseFlags parses args into fs; every flag not given on the command line
 // is taken from the environment variable FLASHSALE_<NAME>, with the flag's
-// name in capitals and '-' as '_'.
+// name in capitals and '-' as '_'. A value that does not parse is an error
+// of one line naming the flag (exit status 1); an unknown flag, or one
+// without its value, a usage error, with the usage printed.
 func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) error {
-	if err := fs.Parse(args); err != nil {
+	out := fs.Output()
+	fs.SetOutput(io.Discard) // the flag package would print the usage for any error
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	if err != nil {
+		if m := badValue.FindStringSubmatch(err.Error()); m != nil {
+			return fmt.Errorf("%s: --%s: invalid value %s: %s", fs.Name(), m[2], m[1], m[3])
+		}
+		fs.Usage()
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
@@ -112,7 +147,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) err
 		env := "FLASHSALE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v := getenv(env); v != "" {
 			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, usageError{fmt.Sprintf("%s: %v", env, err)})
+				errs = append(errs, fmt.Errorf("%s: %s (--%s): invalid value: %v", fs.Name(), env, f.Name, err))
 			}
 		}
 	})
@@ -121,3 +156,7 @@ func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) err
 	}
 	return errors.Join(errs...)
 }
+
+// badValue matches the flag package's error for a value that does not
+// parse: the value, the flag's name and why.
+var badValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-(\S+): (.*)$`)

@@ -20,18 +20,14 @@ func (s *Store) Order(ctx context.Context, id string) (*flashsale.Order, error) 
 }
 
 func (s *Store) order(ctx context.Context, x Statements, id string) (*flashsale.Order, error) {
-	o, err := s.scanOrder(x.OrderByID(ctx, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, flashsale.ErrNotFound
-	}
-	return o, err
+	return one(x.OrderByID(ctx, id), s.scanOrderRow)
 }
 
 // Orders returns the sale's orders, oldest first; none (and no error) for
 // a sale without orders or no such sale.
 func (s *Store) Orders(ctx context.Context, saleID string) ([]*flashsale.Order, error) {
 	var orders []*flashsale.Order
-	err := s.d.Reads().Orders(ctx, saleID, collect(&orders, func(row Row) (*flashsale.Order, error) { return s.scanOrder(row) }))
+	err := s.d.Reads().Orders(ctx, saleID, collect(&orders, s.scanOrderRow))
 	if err != nil {
 		return nil, s.fail(err, "orders of sale %s", saleID)
 	}

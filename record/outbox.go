@@ -138,10 +138,7 @@ func (s *Store) ReplayEvent(ctx context.Context, id string, at time.Time) (*flas
 
 // OutboxEvent returns the event with the id, or ErrNotFound.
 func (s *Store) OutboxEvent(ctx context.Context, id string) (*flashsale.OutboxEvent, error) {
-	e, err := s.scanEvent(s.d.Reads().OutboxEvent(ctx, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = flashsale.ErrNotFound
-	}
+	e, err := one(s.d.Reads().OutboxEvent(ctx, id), s.scanEvent)
 	if err != nil {
 		return nil, s.fail(err, "event %s", id)
 	}

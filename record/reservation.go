@@ -74,21 +74,14 @@ func (s *Store) Reservation(ctx context.Context, id string) (*flashsale.Reservat
 }
 
 func (s *Store) reservation(ctx context.Context, x Statements, id string) (*flashsale.Reservation, error) {
-	r, err := s.scanReservation(x.ReservationByID(ctx, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, flashsale.ErrNotFound
-	}
-	return r, err
+	return one(x.ReservationByID(ctx, id), s.scanReservation)
 }
 
 // ReservationByKey returns the shopper's reservation of the sale made under
 // the idempotency key, or ErrNotFound. Voided tombstones keep no key and are
 // never found here.
 func (s *Store) ReservationByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Reservation, error) {
-	r, err := s.scanReservation(s.d.Reads().ReservationByKey(ctx, saleID, userID, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = flashsale.ErrNotFound
-	}
+	r, err := one(s.d.Reads().ReservationByKey(ctx, saleID, userID, key), s.scanReservation)
 	if err != nil {
 		return nil, s.fail(err, "reservation of %s under key %q", userID, key)
 	}

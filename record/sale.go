@@ -51,10 +51,7 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) error {
 
 // Sale returns the sale with the id, or ErrNotFound.
 func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
-	sale, err := s.scanSale(s.d.Reads().SaleByID(ctx, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = flashsale.ErrNotFound
-	}
+	sale, err := one(s.d.Reads().SaleByID(ctx, id), s.scanSale)
 	if err != nil {
 		return nil, s.fail(err, "sale %s", id)
 	}
@@ -64,10 +61,7 @@ func (s *Store) Sale(ctx context.Context, id string) (*flashsale.Sale, error) {
 // SaleBySKU returns the sale that holds the SKU, or else the SKU's newest
 // sale, or ErrNotFound.
 func (s *Store) SaleBySKU(ctx context.Context, sku string) (*flashsale.Sale, error) {
-	sale, err := s.scanSale(s.d.Reads().SaleBySKU(ctx, sku))
-	if errors.Is(err, sql.ErrNoRows) {
-		err = flashsale.ErrNotFound
-	}
+	sale, err := one(s.d.Reads().SaleBySKU(ctx, sku), s.scanSale)
 	if err != nil {
 		return nil, s.fail(err, "sale of %s", sku)
 	}

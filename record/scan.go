@@ -2,6 +2,7 @@ package record
 
 import (
 	"database/sql"
+	"errors"
 
 	"github.com/flashsale/flashsale"
 )
@@ -103,6 +104,9 @@ func (s *Store) scanOrder(row Row, extra ...any) (*flashsale.Order, error) {
 	return &o, nil
 }
 
+// scanOrderRow reads OrderColumns alone.
+func (s *Store) scanOrderRow(row Row) (*flashsale.Order, error) { return s.scanOrder(row) }
+
 func (s *Store) scanEvent(row Row) (*flashsale.OutboxEvent, error) {
 	var (
 		e              flashsale.OutboxEvent
@@ -157,6 +161,16 @@ func (s *Store) scanTransition(row Row) (flashsale.OrderTransition, error) {
 	err := row.Scan(&t.OrderID, &from, &to, &t.Actor, &t.Reason, &t.Version, s.d.Time(&t.At), &t.EventID)
 	t.From, t.To = flashsale.OrderState(from.String), flashsale.OrderState(to)
 	return t, err
+}
+
+// one reads the row a statement returned with scan; no row is
+// flashsale.ErrNotFound.
+func one[T any](row Row, scan func(Row) (T, error)) (T, error) {
+	v, err := scan(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		err = flashsale.ErrNotFound
+	}
+	return v, err
 }
 
 // collect appends what scan reads of each row to *out.

@@ -78,13 +78,18 @@ type Config struct {
 	// before Reconcile voids it (default 30s): far longer than any record
 	// write in flight.
 	OrphanGrace time.Duration
-	Logger      *slog.Logger
-	Metrics     *metrics.Metrics
+	// Logger hears of give-backs the gate did not take (nil: discarded).
+	Logger *slog.Logger
+	// Metrics counts the units given back, by source, and times the gate
+	// calls (nil: none).
+	Metrics *metrics.Metrics
 }
 
 // Service gives units back. It keeps no state of its own: several, in one
-// process or many, may run against one record and one gate. Safe for
-// concurrent use.
+// process or on many servers behind a load balancer, may run against one
+// record and one gate, since the record's conditional statements decide
+// between them (TestEveryPathGivesBackOnce races them). Safe for
+// concurrent use; the zero value is not usable, call New.
 type Service struct {
 	cfg Config
 	// afterClaim, in tests, runs between an expiry's claim and its

@@ -7,9 +7,9 @@
 // perfectly correct purchase path. So every give-back is two steps, in one
 // order, written here once: the record decides, with a conditional
 // statement that only one caller's can win (an expiry claim, a cancel, an
-// order moved to cancelled or refunded, a tombstone insert); and only the
-// caller whose statement won asks the gate, whose Restock and Void are
-// themselves idempotent per reservation. A give-back cut between the two
+// order moved to cancelled or refunded, a tombstone insert); and only once
+// the record has ended the hold is the gate asked, whose Restock and Void
+// are themselves idempotent per reservation. A give-back cut between the two
 // steps (the gate did not answer, the process died) is finished by
 // Reconcile, which compares the gate's holds with the record. Every path
 // shares one policy for a gate that failed or that has no counter for the

@@ -11,6 +11,10 @@ import (
 // check, the per-user and per-instrument checks and the decrement. Its
 // sold-out branch writes nothing.
 //
+// Giving units back (Restock, Void) is not on this interface, nor on
+// GateAdmin: it belongs to package restock alone, where the record decides
+// first (restock.Gate is the gate whole).
+//
 // Implementations (package memory, package redis) are safe for concurrent
 // use and pass the conformance suite in package gatetest.
 type Gate interface {
@@ -23,22 +27,6 @@ type Gate interface {
 	// so a repeated request can replay its first answer before any other
 	// check. found is false when the key is unknown.
 	Lookup(ctx context.Context, saleID, userID, key string) (h Hold, found bool, err error)
-
-	// Restock returns a hold's units to stock, once: it reports true if this
-	// call moved the units, false if the gate held nothing under that id
-	// (already restocked, or never taken). Callers decide in the record
-	// first that the hold is over; see package sweeper. It returns
-	// ErrNotLoaded if the gate has no counter for the sale: a rebuild from
-	// the record will account for the hold.
-	Restock(ctx context.Context, saleID, reservationID, source string) (bool, error)
-
-	// Void is Restock for a hold the record never acknowledged: it also
-	// forgets the hold's idempotency key (if the key still names this
-	// hold), so the shopper's retry under that key is a fresh attempt
-	// rather than a replay, and un-spends the hold's admission (h's
-	// AdmissionID), so that attempt may use the same admission token. It
-	// reports whether this call moved the units.
-	Void(ctx context.Context, saleID string, h Hold, source string) (bool, error)
 }
 
 // GateAdmin is the gate as the operator and the background services see it.

@@ -197,8 +197,9 @@ type OutboxStore interface {
 }
 
 // Store is the record: where sales, reservations and orders are durable.
-// Implementations (package sqlite, package postgres) are safe for concurrent
-// use and pass the conformance suite in package storetest.
+// Its rules are written once, in package record, over an engine (package
+// sqlite, package postgres); both are safe for concurrent use and pass the
+// conformance suite in package storetest.
 type Store interface {
 	SaleStore
 	ReservationStore

@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/internal/loop"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/waitroom"
 )
 
@@ -26,6 +27,7 @@ import (
 type Service struct {
 	store   flashsale.Store
 	gate    flashsale.GateAdmin
+	restock *restock.Service
 	catalog *catalog.Catalog
 	now     func() time.Time
 	source  string
@@ -36,10 +38,13 @@ type Service struct {
 	probing singleflight.Group
 }
 
-// Config configures a Service. Store, Gate and Catalog are required.
+// Config configures a Service. Store, Gate, Restock and Catalog are
+// required.
 type Config struct {
-	Store   flashsale.Store
-	Gate    flashsale.GateAdmin
+	Store flashsale.Store
+	Gate  flashsale.GateAdmin
+	// Restock gives back the units of cancelled and refunded orders.
+	Restock *restock.Service
 	Catalog *catalog.Catalog
 	Now     func() time.Time
 	// Source names this server in the gate's audit log.
@@ -59,7 +64,7 @@ func New(cfg Config) *Service {
 	if cfg.Source == "" {
 		cfg.Source = "flashsale"
 	}
-	return &Service{store: cfg.Store, gate: cfg.Gate, catalog: cfg.Catalog, now: cfg.Now,
+	return &Service{store: cfg.Store, gate: cfg.Gate, restock: cfg.Restock, catalog: cfg.Catalog, now: cfg.Now,
 		source: cfg.Source, logger: cfg.Logger, metrics: cfg.Metrics}
 }
 
@@ -265,38 +270,26 @@ func (s *Service) pause(ctx context.Context, sale *flashsale.Sale, reason string
 // conditional UPDATE on the order's id and version, with its audit row and
 // its event in the same transaction (see flashsale.OrderStore.ChangeOrder).
 // Cancelling or refunding gives the order's units back through the same
-// exactly-once restock as an expired hold: the record decides, in that
-// transaction, by moving the reservation from confirmed to cancelled with
-// restocked_at set, and only if that took the row is the gate restocked.
-// A restock cut off between the two steps (the gate did not answer, the
-// process died) is finished by the sweeper's reconciler, which restocks any
-// hold the gate keeps whose reservation is no longer live.
+// exactly-once restock as an expired hold (restock.Service.ChangeOrder):
+// the record decides, in that transaction, by moving the reservation from
+// confirmed to cancelled with restocked_at set, and only if that took the
+// row is the gate restocked. A restock cut off between the two steps (the
+// gate did not answer, the process died) is finished by the sweeper's
+// reconciler, which restocks any hold the gate keeps whose reservation is
+// no longer live.
 //
 // Errors: flashsale.ErrNotFound, flashsale.ErrVersionConflict (the order
 // moved since version), CodeInvalidState (its state forbids the move),
 // CodeBadRequest.
 func (s *Service) ChangeOrder(ctx context.Context, id string, version int64, to flashsale.OrderState, actor, reason string) (*flashsale.Order, error) {
-	o, restocked, err := s.store.ChangeOrder(ctx, flashsale.OrderChange{
+	o, restocked, err := s.restock.ChangeOrder(ctx, flashsale.OrderChange{
 		OrderID: id, Version: version, To: to, Actor: actor, Reason: reason, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
-	if !restocked {
-		return o, nil
+	if to.Restocks() {
+		s.logger.Info("order "+string(to), "order", o.ID, "sku", o.SKU, "actor", actor, "version", o.Version, "restocked", restocked)
 	}
-	source := "order." + string(to)
-	moved, err := s.gate.Restock(ctx, o.SaleID, o.ReservationID, source)
-	switch {
-	case errors.Is(err, flashsale.ErrNotLoaded):
-		// The gate lost the sale; its rebuild reads the record, where the
-		// hold is no longer live.
-	case err != nil:
-		s.logger.Warn("control: the record gave the order's units back; the reconciler will restock the gate",
-			"order", o.ID, "reservation", o.ReservationID, "err", err)
-	case moved:
-		s.metrics.Restocked(source, o.Quantity)
-	}
-	s.logger.Info("order "+string(to), "order", o.ID, "sku", o.SKU, "actor", actor, "version", o.Version, "restocked", moved)
 	return o, nil
 }
 

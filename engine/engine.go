@@ -50,6 +50,7 @@ import (
 	"github.com/flashsale/flashsale/purchase"
 	"github.com/flashsale/flashsale/rebalance"
 	fsredis "github.com/flashsale/flashsale/redis"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/flashsale/flashsale/sweeper"
 	"github.com/flashsale/flashsale/token"
@@ -158,7 +159,7 @@ type Config struct {
 	Logger        *slog.Logger
 	// WrapGate, when set, wraps the gate every part uses: fault drills
 	// put a faulty gate in front of the real one.
-	WrapGate func(flashsale.GateAdmin) flashsale.GateAdmin
+	WrapGate func(restock.Gate) restock.Gate
 	// WrapStore, when set, wraps the record the purchase path uses.
 	WrapStore func(flashsale.Store) flashsale.Store
 	// WrapBackground, when set, wraps the record the background work and
@@ -264,6 +265,10 @@ type Engine struct {
 	DevelopmentKey bool
 
 	limiter purchase.Limiter
+	// gate is Gate whole, with its give-back (Restock, Void), which only
+	// package restock is handed: Gate, which every other part has, lacks
+	// it.
+	gate restock.Gate
 	// sharded is the Redis gate, which splits sales over shards.
 	sharded *fsredis.ShardedGate
 
@@ -347,12 +352,21 @@ func (e *Engine) open(ctx context.Context) (err error) {
 		return err
 	}
 	if cfg.WrapGate != nil {
-		e.Gate = cfg.WrapGate(e.Gate)
+		e.gate = cfg.WrapGate(e.gate)
 	}
+	e.Gate = e.gate
+	// Units go back to the gate through package restock alone, one for
+	// each pool of the record: the purchase path's cancels and voids, and
+	// the background's expiries, reconciliations and order moves.
+	give := func(record restock.Record) *restock.Service {
+		return restock.New(restock.Config{Record: record, Gate: e.gate, Now: cfg.Now, GateTimeout: cfg.GateTimeout,
+			OrphanGrace: cfg.OrphanGrace, Logger: cfg.Logger, Metrics: e.Metrics})
+	}
+	restockBackground := give(e.Background)
 
 	logger := cfg.Logger
 	e.Catalog = catalog.New(e.Background, catalog.Config{Now: cfg.Now, Logger: logger})
-	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Catalog: e.Catalog, Now: cfg.Now,
+	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Restock: restockBackground, Catalog: e.Catalog, Now: cfg.Now,
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
 	e.Retirer = control.NewRetirer(e.Control, control.RetirerConfig{After: cfg.RetireAfter, Queue: e.Queue})
@@ -361,7 +375,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 		Holder: cfg.Source, Tick: cfg.PaceTick, AdmissionTTL: cfg.AdmissionTTL, Logger: logger})
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
-	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
+	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Catalog: e.Catalog, Tokens: e.Tokens,
 		Limiter: e.limiter, Suspect: e.suspect,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
 		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})
@@ -375,8 +389,8 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue),
 		PlaceCache: placeCache})
-	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Background, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
-		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
+	e.Sweeper = sweeper.New(sweeper.Config{Restock: restockBackground, Sales: e.Catalog, Now: cfg.Now,
+		Interval: cfg.SweepInterval, Logger: logger})
 	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Background, Sales: e.Catalog,
 		Pause: e.Control.FailClosed, Now: cfg.Now, Interval: cfg.InvariantInterval, Logger: logger, Metrics: e.Metrics})
 	if e.sharded != nil {
@@ -742,7 +756,7 @@ func (e *Engine) openGate(ctx context.Context) error {
 		burst = 5
 	}
 	if cfg.RedisURL == "" {
-		e.Gate = memory.New(memory.Config{Now: cfg.Now})
+		e.gate = memory.New(memory.Config{Now: cfg.Now})
 		e.Queue = memory.NewQueue()
 		if burst > 0 {
 			b := memory.Budget{Every: every, Burst: burst}
@@ -784,7 +798,7 @@ func (e *Engine) openGate(ctx context.Context) error {
 			}
 		},
 	})
-	e.Gate = e.sharded
+	e.gate = e.sharded
 	e.Queue = fsredis.NewQueue(queueClient, cfg.RedisPrefix)
 	if burst > 0 {
 		b := fsredis.Budget{Every: every, Burst: burst}

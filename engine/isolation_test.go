@@ -19,13 +19,14 @@ import (
 	"github.com/flashsale/flashsale/httpapi"
 	recordcalls "github.com/flashsale/flashsale/internal/tally"
 	"github.com/flashsale/flashsale/postgres"
+	"github.com/flashsale/flashsale/restock"
 )
 
 // heldGate holds every reserve of the sales it is told to at the gate's
 // door until the test lets them go: each held reserve keeps its slot of
 // the purchase path, so the test fills the path exactly, without timing.
 type heldGate struct {
-	flashsale.GateAdmin
+	restock.Gate
 	mu    sync.Mutex
 	hold  map[string]bool // sale ID -> hold its reserves
 	users map[string]int  // user -> gate calls on the purchase path
@@ -56,7 +57,7 @@ func (g *heldGate) Lookup(ctx context.Context, saleID, userID, key string) (flas
 	g.mu.Lock()
 	g.users[userID]++
 	g.mu.Unlock()
-	return g.GateAdmin.Lookup(ctx, saleID, userID, key)
+	return g.Gate.Lookup(ctx, saleID, userID, key)
 }
 
 func (g *heldGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
@@ -72,7 +73,7 @@ func (g *heldGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashs
 			return flashsale.GateOutcome{}, ctx.Err()
 		}
 	}
-	return g.GateAdmin.Reserve(ctx, r)
+	return g.Gate.Reserve(ctx, r)
 }
 
 // isolated is a harness whose purchase path holds at most max requests in
@@ -83,7 +84,7 @@ func isolated(t *testing.T, b backend, g *heldGate, max, share int) *harness {
 		// Long enough that a held reserve is never failed closed while
 		// the test holds it.
 		c.GateTimeout = time.Minute
-		c.WrapGate = func(inner flashsale.GateAdmin) flashsale.GateAdmin { g.GateAdmin = inner; return g }
+		c.WrapGate = func(inner restock.Gate) restock.Gate { g.Gate = inner; return g }
 	})
 }
 

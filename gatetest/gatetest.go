@@ -1,8 +1,8 @@
 // Package gatetest is the conformance suite of the stock gate: one set of
 // tests that every flashsale.GateAdmin implementation runs (package memory,
 // package redis), so that the backends cannot drift apart. It is the
-// executable form of the contract written on flashsale.Gate and
-// flashsale.GateAdmin, check order and all.
+// executable form of the contract written on flashsale.Gate,
+// flashsale.GateAdmin and restock.Gate, check order and all.
 //
 // An implementation's tests call Exercise with a Harness:
 //
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/restock"
 )
 
 // Harness is how the suite makes and tampers with gates of one
@@ -32,7 +33,8 @@ type Harness struct {
 	// dates the audit entries of everything but reserves (a reserve is
 	// dated by its request's Now, which the suite also takes from the
 	// Clock). Gates it returns must not share sales with one another (each
-	// subtest also uses sale ids of its own). Required.
+	// subtest also uses sale ids of its own). The gate must also give
+	// units back (restock.Gate), which the suite exercises. Required.
 	New func(t *testing.T, now func() time.Time) flashsale.GateAdmin
 	// Tamper adds delta to the sale's counter behind the gate's back, the
 	// way a second writer would (a raw INCRBY, a stray adjustment), so the
@@ -131,7 +133,7 @@ type fixture struct {
 	t      *testing.T
 	h      Harness
 	ctx    context.Context
-	g      flashsale.GateAdmin
+	g      restock.Gate
 	clock  *Clock
 	sale   string
 	serial atomic.Int64
@@ -139,7 +141,11 @@ type fixture struct {
 
 func newFixture(t *testing.T, h Harness) *fixture {
 	clock := NewClock()
-	return &fixture{t: t, h: h, ctx: t.Context(), g: h.New(t, clock.Now), clock: clock, sale: flashsale.NewID("sale_")}
+	g, ok := h.New(t, clock.Now).(restock.Gate)
+	if !ok {
+		t.Fatal("gatetest: the gate does not give units back: it is no restock.Gate")
+	}
+	return &fixture{t: t, h: h, ctx: t.Context(), g: g, clock: clock, sale: flashsale.NewID("sale_")}
 }
 
 const epoch = 1

@@ -3,8 +3,9 @@
 // eligibility, rate, pause), asks the stock gate for the one atomic
 // decision, and writes only the winners to the record. When the record
 // write fails after the gate said yes, the units go back through the same
-// exactly-once restock as an expired hold: the record decides, by inserting
-// a tombstone, and only then does the gate give the units back.
+// exactly-once give-back as an expired hold (package restock): the record
+// decides, by inserting a tombstone, and only then does the gate give the
+// units back.
 package purchase
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/internal/window"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/token"
 )
 
@@ -32,8 +34,6 @@ type Store interface {
 	Reservation(ctx context.Context, id string) (*flashsale.Reservation, error)
 	ReservationByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Reservation, error)
 	ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error)
-	CancelReservation(ctx context.Context, id, userID string, now time.Time) (*flashsale.Reservation, bool, error)
-	VoidReservation(ctx context.Context, r *flashsale.Reservation) (bool, error)
 }
 
 // Limiter spends a shopper's request budget for a sale; nil allows all.
@@ -43,10 +43,14 @@ type Limiter interface {
 	Allow(ctx context.Context, saleID, userID, instrument string, now time.Time) (retryAfter time.Duration, ok bool, err error)
 }
 
-// Config configures a Service. Gate, Store, Catalog and Tokens are required.
+// Config configures a Service. Gate, Store, Restock, Catalog and Tokens are
+// required.
 type Config struct {
-	Gate    flashsale.Gate
-	Store   Store
+	Gate  flashsale.Gate
+	Store Store
+	// Restock gives back the units of holds the record did not take and
+	// of cancelled reservations; the gate above cannot.
+	Restock *restock.Service
 	Catalog *catalog.Catalog
 	Tokens  *token.Keyring
 	Limiter Limiter
@@ -416,7 +420,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		// earlier reservation under this key (the gate's memory of it was
 		// rebuilt away), or a live hold of this shopper or instrument. The
 		// record is the truth; the new hold goes back.
-		s.void(rctx, sale, hold, res)
+		s.cfg.Restock.Void(rctx, sale, hold, out.Epoch)
 		if prior, perr := s.cfg.Store.ReservationByKey(rctx, sale.ID, req.UserID, req.IdempotencyKey); perr == nil &&
 			prior.State != flashsale.ReservationVoided {
 			if prior.RequestHash != hash {
@@ -429,42 +433,14 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 	case errors.Is(err, flashsale.ErrStaleEpoch):
 		// The gate was rebuilt from the record while this hold was in
 		// flight; the rebuild did not count it.
-		s.void(rctx, sale, hold, res)
+		s.cfg.Restock.Void(rctx, sale, hold, out.Epoch)
 		return nil, errPaused("the sale's counter was rebuilt")
 	default:
 		failed = true
 		s.cfg.Logger.Error("purchase: record write failed after the gate said yes",
 			"sku", sale.SKU, "reservation", res.ID, "err", err)
-		s.void(rctx, sale, hold, res)
+		s.cfg.Restock.Void(rctx, sale, hold, out.Epoch)
 		return nil, errUnavailable(err)
-	}
-}
-
-// void gives back the units of a hold the record did not take, exactly
-// once: the tombstone insert decides, so a retry, a concurrent reconciler
-// or a write that did commit after all can never make it count twice. If
-// the record cannot be reached now, the sweeper's reconciler finishes it.
-func (s *Service) void(ctx context.Context, sale *flashsale.Sale, hold flashsale.Hold, res *flashsale.Reservation) {
-	tomb := *res
-	tomb.State = flashsale.ReservationVoided
-	tomb.RestockedAt = s.cfg.Now()
-	inserted, err := s.cfg.Store.VoidReservation(ctx, &tomb)
-	if err != nil {
-		s.cfg.Logger.Warn("purchase: could not void the hold now; the reconciler will",
-			"sku", sale.SKU, "reservation", res.ID, "err", err)
-		return
-	}
-	if !inserted {
-		return
-	}
-	moved, err := s.gateVoid(ctx, sale.ID, hold)
-	if err != nil {
-		s.cfg.Logger.Warn("purchase: voided in the record; the reconciler will restock the gate",
-			"sku", sale.SKU, "reservation", res.ID, "err", err)
-		return
-	}
-	if moved {
-		s.cfg.Metrics.Restocked("void", hold.Quantity)
 	}
 }
 
@@ -478,7 +454,7 @@ func (s *Service) replay(ctx context.Context, sale *flashsale.Sale, hold flashsa
 		// Voided in the record, but the gate still remembers the key: the
 		// void stopped between its two steps. Finish it; the shopper's next
 		// try is a fresh attempt.
-		if _, err := s.gateVoid(ctx, sale.ID, hold); err != nil {
+		if _, err := s.cfg.Restock.FinishVoid(ctx, sale.ID, hold); err != nil {
 			return nil, errUnavailable(err)
 		}
 		return nil, errUnavailable(errors.New("voided hold"))
@@ -491,10 +467,9 @@ func (s *Service) replay(ctx context.Context, sale *flashsale.Sale, hold flashsa
 			return r, nil
 		}
 		if s.cfg.Now().Sub(hold.CreatedAt) > s.cfg.RecordTimeout+time.Second {
-			res := &flashsale.Reservation{ID: hold.ReservationID, SaleID: sale.ID, UserID: hold.UserID,
-				Quantity: hold.Quantity, CreatedAt: hold.CreatedAt, ExpiresAt: hold.CreatedAt.Add(sale.Hold()),
-				PaymentFingerprint: hold.Instrument}
-			s.void(ctx, sale, hold, res)
+			// The gate's answer that took the hold is long gone: the
+			// tombstone takes the gate's epoch (epoch 0).
+			s.cfg.Restock.Void(ctx, sale, hold, 0)
 		}
 		return nil, errUnavailable(errors.New("reservation not yet in the record"))
 	default:
@@ -553,15 +528,6 @@ func (s *Service) gateReserve(ctx context.Context, r flashsale.GateReserve) (fla
 	return out, err
 }
 
-func (s *Service) gateVoid(ctx context.Context, saleID string, h flashsale.Hold) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GateTimeout)
-	defer cancel()
-	start := time.Now()
-	moved, err := s.cfg.Gate.Void(ctx, saleID, h, "void")
-	s.cfg.Metrics.Gate("void", time.Since(start), err)
-	return moved, err
-}
-
 // Reservation returns the shopper's reservation; another shopper's, or a
 // voided one, is flashsale.ErrNotFound.
 func (s *Service) Reservation(ctx context.Context, userID, id string) (*flashsale.Reservation, error) {
@@ -585,33 +551,11 @@ func (s *Service) Confirm(ctx context.Context, userID, id, paymentRef string) (*
 }
 
 // Cancel cancels the shopper's pending reservation; its units go back to
-// stock exactly once, however often it is repeated.
+// stock exactly once, however often it is repeated (restock.Service.Cancel).
 func (s *Service) Cancel(ctx context.Context, userID, id string) (*flashsale.Reservation, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RecordTimeout)
 	defer cancel()
-	r, restocked, err := s.cfg.Store.CancelReservation(ctx, id, userID, s.cfg.Now())
-	if err != nil {
-		return nil, err
-	}
-	// The record decided the restock once (restocked), for this call or an
-	// earlier one. A repeated cancel asks the gate too, whose restock is
-	// idempotent per reservation: so that when any cancel returns, the
-	// units are back, even while the first canceller is still on its way
-	// to the gate.
-	if restocked || r.State == flashsale.ReservationCancelled {
-		gctx, gcancel := context.WithTimeout(ctx, s.cfg.GateTimeout)
-		defer gcancel()
-		moved, err := s.cfg.Gate.Restock(gctx, r.SaleID, r.ID, "cancel")
-		switch {
-		case err != nil:
-			// The record has decided; the reconciler restocks the gate.
-			s.cfg.Logger.Warn("purchase: cancelled in the record; the reconciler will restock the gate",
-				"reservation", r.ID, "err", err)
-		case moved:
-			s.cfg.Metrics.Restocked("cancel", r.Quantity)
-		}
-	}
-	return r, nil
+	return s.cfg.Restock.Cancel(ctx, id, userID)
 }
 
 func retryUntil(t, now time.Time) time.Duration {

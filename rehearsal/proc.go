@@ -20,6 +20,7 @@ import (
 	"github.com/flashsale/flashsale/internal/tally"
 	"github.com/flashsale/flashsale/outbox"
 	"github.com/flashsale/flashsale/purchase"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/waitroom"
 )
 
@@ -195,8 +196,8 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 		RedisPrefix: "rehearsal:" + strconv.FormatUint(cfg.Seed, 36) + ":",
 		GateTimeout: 5 * time.Second, RecordTimeout: 30 * time.Second}
 	var watched *watchedGate
-	ecfg.WrapGate = func(g flashsale.GateAdmin) flashsale.GateAdmin {
-		watched = &watchedGate{GateAdmin: g, now: clock.Now}
+	ecfg.WrapGate = func(g restock.Gate) restock.Gate {
+		watched = &watchedGate{Gate: g, now: clock.Now}
 		return watched
 	}
 	e, err := engine.Open(ctx, ecfg)
@@ -590,13 +591,13 @@ func (d *procDriver) sample(ctx context.Context, now time.Time) {
 // watchedGate tells the run the moments the counter reaches zero and
 // leaves it, exactly, from the gate's own answers.
 type watchedGate struct {
-	flashsale.GateAdmin
+	restock.Gate
 	now func() time.Time
 	run *run
 }
 
 func (g *watchedGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
-	out, err := g.GateAdmin.Reserve(ctx, r)
+	out, err := g.Gate.Reserve(ctx, r)
 	if err == nil && out.Verdict == flashsale.VerdictWon && g.run != nil {
 		g.run.observeCounter(out.Remaining, g.now())
 	}
@@ -604,7 +605,7 @@ func (g *watchedGate) Reserve(ctx context.Context, r flashsale.GateReserve) (fla
 }
 
 func (g *watchedGate) Restock(ctx context.Context, saleID, reservationID, source string) (bool, error) {
-	ok, err := g.GateAdmin.Restock(ctx, saleID, reservationID, source)
+	ok, err := g.Gate.Restock(ctx, saleID, reservationID, source)
 	if ok && g.run != nil {
 		g.run.observeCounter(1, g.now())
 	}
@@ -612,7 +613,7 @@ func (g *watchedGate) Restock(ctx context.Context, saleID, reservationID, source
 }
 
 func (g *watchedGate) Void(ctx context.Context, saleID string, h flashsale.Hold, source string) (bool, error) {
-	ok, err := g.GateAdmin.Void(ctx, saleID, h, source)
+	ok, err := g.Gate.Void(ctx, saleID, h, source)
 	if ok && g.run != nil {
 		g.run.observeCounter(1, g.now())
 	}

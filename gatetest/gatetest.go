@@ -109,6 +109,8 @@ func Exercise(t *testing.T, h Harness) {
 		{"RebuildRefusesBadHolds", testRebuildRefuses},
 		{"RebuildLarge", testRebuildLarge},
 		{"Tamper", testTamper},
+		{"TamperEitherWay", testTamperEitherWay},
+		{"OrderFull", testOrderFull},
 		{"Audit", testAudit},
 		{"Drop", testDrop},
 		{"SalesAreSeparate", testSalesSeparate},
@@ -1167,6 +1169,144 @@ func testTamper(t *testing.T, f *fixture) {
 	f.win(f.req("u4"))
 	if s := f.snapshot(); s.Drift() != 0 || s.Counter != 9 {
 		t.Fatalf("after the rebuild: %+v", s)
+	}
+}
+
+// testTamperEitherWay: a counter written behind the gate sells nothing,
+// whichever way it was moved (up, down, to zero, below zero) and whether
+// or not the gate had already seen the sale sold out. The checks before
+// the drift in flashsale.Verdict's order (the idempotency key) still
+// answer first; every check after it (the epoch, the admission, the
+// stock, the limits) answers paused, the first time and every time after,
+// so that no gate's quicker path for a repeated or a sold-out rejection
+// can answer sold out where the order says paused. Nothing is written.
+func testTamperEitherWay(t *testing.T, f *fixture) {
+	for _, tc := range []struct {
+		name    string
+		soldOut bool // the gate answered sold out before the write
+		delta   int64
+	}{
+		{"up", false, 3},
+		{"down", false, -3},
+		{"down to zero", false, -9},
+		{"below zero", false, -12},
+		{"up from sold out", true, 2},
+		{"down from sold out", true, -1},
+	} {
+		f.sale = flashsale.NewID("sale_")
+		initial := int64(10)
+		if tc.soldOut {
+			initial = 1
+		}
+		f.load(initial)
+		held := f.req("u1")
+		held.Instrument = "card-1"
+		won := f.win(held)
+		if tc.soldOut {
+			f.expect(f.req("u2"), flashsale.VerdictSoldOut)
+		}
+		f.h.Tamper(t, f.g, f.sale, tc.delta)
+		counter := initial - 1 + tc.delta
+		if s := f.snapshot(); s.Counter != counter || s.Drift() != tc.delta {
+			t.Fatalf("%s: after the write behind the gate %+v (drift %d); want counter %d, drift %d",
+				tc.name, s, s.Drift(), counter, tc.delta)
+		}
+		snap, n := f.snapshot(), len(f.audit())
+
+		// The key on record comes before the drift.
+		f.wantHold(tc.name+": replay", f.expect(f.again(held), flashsale.VerdictReplayed).Hold, won)
+		reused := f.again(held)
+		reused.RequestHash = "changed"
+		f.expect(reused, flashsale.VerdictKeyReused)
+
+		// Everything after it is hidden behind it.
+		stale := f.req("u3")
+		stale.Epoch = epoch + 1
+		spent := f.req("u4")
+		spent.AdmissionID = held.AdmissionID
+		big := f.req("u5")
+		big.Quantity = int(max(counter, 0)) + 1
+		card := f.req("u6")
+		card.Instrument = held.Instrument
+		for what, r := range map[string]flashsale.GateReserve{
+			"a fresh request": f.req("u7"), "a stale epoch": stale, "a spent admission": spent,
+			"more than is left": big, "the winner again": f.req("u1"), "the winner's card": card,
+		} {
+			for try := range 3 {
+				out := f.reserve(f.again(r))
+				if out.Verdict != flashsale.VerdictPaused || out.Remaining != counter || out.Epoch != epoch {
+					t.Fatalf("%s: %s, try %d: %+v; want paused with %d left at epoch %d",
+						tc.name, what, try+1, out, counter, epoch)
+				}
+			}
+		}
+		if got := f.snapshot(); got != snap {
+			t.Fatalf("%s: rejections changed the snapshot: %+v, was %+v", tc.name, got, snap)
+		}
+		if got := len(f.audit()); got != n {
+			t.Fatalf("%s: rejections wrote %d audit entries", tc.name, got-n)
+		}
+		if _, found := f.lookup(held.UserID, held.IdempotencyKey); !found {
+			t.Fatalf("%s: the winner's key is forgotten", tc.name)
+		}
+		// A hold still comes back, and the drift stays.
+		if !f.restock(won.ReservationID) {
+			t.Fatalf("%s: restock moved nothing", tc.name)
+		}
+		f.expect(f.req("u8"), flashsale.VerdictPaused)
+		if d := f.snapshot().Drift(); d != tc.delta {
+			t.Fatalf("%s: drift %d after a restock; want %d", tc.name, d, tc.delta)
+		}
+	}
+}
+
+// testOrderFull walks flashsale.Verdict's whole order with one request
+// that fails every check, putting right one thing at a time: each answer
+// is the first check still failing. Each step asks twice, so that a gate
+// answering repeated rejections another way (a lock-free path, a
+// sold-out script) is held to the same order. It runs with the counter
+// written behind the gate upwards and downwards (to zero).
+func testOrderFull(t *testing.T, f *fixture) {
+	for _, delta := range []int64{3, -1} {
+		f.sale = flashsale.NewID("sale_")
+		step := func(what string, r flashsale.GateReserve, want flashsale.Verdict) {
+			t.Helper()
+			for try := range 2 {
+				if out := f.reserve(f.again(r)); out.Verdict != want {
+					t.Fatalf("delta %+d, %s, try %d: %v; want %v", delta, what, try+1, out.Verdict, want)
+				}
+			}
+		}
+		first := f.req("u1")
+		first.Instrument = "card-1"
+		r := first
+		r.RequestHash = "another request"
+		r.Epoch = epoch + 1
+		r.Quantity = 5
+		step("not loaded", r, flashsale.VerdictNotLoaded)
+		f.load(2)
+		f.win(first)
+		f.setPaused(true)
+		f.h.Tamper(t, f.g, f.sale, delta)
+		step("the key holds another request", r, flashsale.VerdictKeyReused)
+		r.IdempotencyKey = "key-of-" + f.sale
+		step("paused", r, flashsale.VerdictPaused)
+		f.setPaused(false)
+		step("written behind the gate", r, flashsale.VerdictPaused)
+		f.h.Tamper(t, f.g, f.sale, -delta)
+		step("a stale epoch", r, flashsale.VerdictStaleEpoch)
+		r.Epoch = epoch
+		step("a spent admission", r, flashsale.VerdictAdmissionUsed)
+		r.AdmissionID = "adm-of-" + f.sale
+		step("more than is left", r, flashsale.VerdictSoldOut)
+		r.Quantity = 1
+		step("the shopper holds", r, flashsale.VerdictLimitReached)
+		r.UserID = "u2"
+		step("the card holds", r, flashsale.VerdictLimitReached)
+		r.Instrument = ""
+		f.win(f.again(r))
+		f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch, Initial: 2, Counter: 0, Won: 2,
+			AuditedCounter: 0})
 	}
 }
 

@@ -247,7 +247,8 @@ func (g *Gate) Load(_ context.Context, saleID string, initial, epoch int64, sour
 	s.reset(b, f)
 	s.counter.Store(initial)
 	s.epoch.Store(epoch)
-	s.flags.Store(s.flags.Load() | flagLoaded)
+	// A new counter has nothing behind it to drift from.
+	s.flags.Store(s.flags.Load()&^flagDrift | flagLoaded)
 	s.seq.Add(1)
 	s.initial, s.won, s.restocked, s.audited = initial, 0, 0, initial
 	s.audit.reserve(int(min(initial+16, presizeMax)))
@@ -418,6 +419,7 @@ func (g *Gate) Adjust(saleID string, delta int64, source string) error {
 	}
 	s.seq.Add(1)
 	counter := s.counter.Add(delta)
+	s.markDrift()
 	s.seq.Add(1)
 	s.audited += delta
 	s.audit.add(flashsale.AuditEntry{At: at, Op: "adjust", Source: source, Delta: delta, Counter: counter})

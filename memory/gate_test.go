@@ -138,7 +138,10 @@ func TestFilterGrows(t *testing.T) {
 	// would, so the sale sells (a drifted counter sells nothing), while
 	// the filter keeps the size it had for 0 units.
 	s.mu.Lock()
+	s.seq.Add(1)
 	s.initial += 50_000
+	s.markDrift()
+	s.seq.Add(1)
 	s.mu.Unlock()
 	first := s.filter.Load()
 	if len(first.words) >= len(small.words) {

@@ -14,6 +14,12 @@ import (
 const (
 	flagLoaded uint32 = 1 << iota
 	flagPaused
+	// flagDrift mirrors, for the lock-free fast path, what the locked path
+	// works out from its bookkeeping: counter + won - restocked !=
+	// initial, a counter written behind the gate. Only Adjust moves the
+	// counter without moving won or restocked, so only Adjust (and Load,
+	// Rebuild and Drop, which start over) change it; see markDrift.
+	flagDrift
 )
 
 // spentPruneMin is the fewest spent admissions worth a pruning pass.
@@ -169,6 +175,17 @@ func (s *sale) reset(b *book, f *filter) {
 
 func (s *sale) loaded() bool { return s.flags.Load()&flagLoaded != 0 }
 
+// markDrift sets flagDrift if the counter disagrees with the bookkeeping,
+// and clears it otherwise. The caller holds mu inside a write section
+// that moved the counter alone.
+func (s *sale) markDrift() {
+	flags := s.flags.Load() &^ flagDrift
+	if s.counter.Load()+s.won-s.restocked != s.initial {
+		flags |= flagDrift
+	}
+	s.flags.Store(flags)
+}
+
 // The hashes of a request's keys, taken before the lock.
 
 func (s *sale) hash(v string) uint64 { return fixHash(maphash.String(s.seed, v)) }
@@ -252,7 +269,9 @@ func (s *sale) quickReserve(r *flashsale.GateReserve, hIdem, hAdm uint64) (out f
 		}
 		out.Epoch, out.Remaining = s.epoch.Load(), s.counter.Load()
 		switch {
-		case flags&flagPaused != 0:
+		case flags&(flagPaused|flagDrift) != 0:
+			// Drift answers as a pause, before the epoch and the stock:
+			// the locked path's order (see reserveLocked).
 			out.Verdict = flashsale.VerdictPaused
 		case r.Epoch != out.Epoch:
 			out.Verdict = flashsale.VerdictStaleEpoch

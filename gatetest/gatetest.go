@@ -90,7 +90,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"OrderAdmissionBeforeSoldOut", testOrderAdmissionBeforeSoldOut},
 		{"OrderSoldOutBeforeLimit", testOrderSoldOutBeforeLimit},
 		{"Limits", testLimits},
-		{"AdmissionSpendLapses", testAdmissionLapses},
+		{"AdmissionSpendLasts", testAdmissionLasts},
 		{"SoldOutWritesNothing", testSoldOutWritesNothing},
 		{"LimitWritesNothing", testLimitWritesNothing},
 		{"HoldCarriesAdmission", testHoldCarriesAdmission},
@@ -105,6 +105,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"Pause", testPause},
 		{"Rebuild", testRebuild},
 		{"RebuildKeepsAdmissionIDs", testRebuildKeepsAdmissionIDs},
+		{"RebuildHandsOutNoTurn", testRebuildHandsOutNoTurn},
 		{"RebuildNotLoaded", testRebuildNotLoaded},
 		{"RebuildRefusesBadHolds", testRebuildRefuses},
 		{"RebuildLarge", testRebuildLarge},
@@ -161,16 +162,15 @@ func (f *fixture) req(user string) flashsale.GateReserve {
 	n := f.serial.Add(1)
 	now := f.clock.Now()
 	return flashsale.GateReserve{
-		SaleID:           f.sale,
-		ReservationID:    fmt.Sprintf("res-%d", n),
-		UserID:           user,
-		Quantity:         1,
-		AdmissionID:      fmt.Sprintf("adm-%d", n),
-		AdmissionExpires: now.Add(10 * time.Minute),
-		Epoch:            epoch,
-		IdempotencyKey:   fmt.Sprintf("key-%d", n),
-		RequestHash:      fmt.Sprintf("hash-%d", n),
-		Now:              now,
+		SaleID:         f.sale,
+		ReservationID:  fmt.Sprintf("res-%d", n),
+		UserID:         user,
+		Quantity:       1,
+		AdmissionID:    fmt.Sprintf("adm-%d", n),
+		Epoch:          epoch,
+		IdempotencyKey: fmt.Sprintf("key-%d", n),
+		RequestHash:    fmt.Sprintf("hash-%d", n),
+		Now:            now,
 	}
 }
 
@@ -605,21 +605,24 @@ func testLimits(t *testing.T, f *fixture) {
 	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch, Initial: 10, Counter: 6, Won: 4, AuditedCounter: 6})
 }
 
-func testAdmissionLapses(t *testing.T, f *fixture) {
+// testAdmissionLasts: a spend outlives the admission token. The waiting
+// room hands an admitted place the same admission id on every poll, an
+// expired token's replacement too, so a gate that forgot the spend when
+// the token expired would give the place a second turn.
+func testAdmissionLasts(t *testing.T, f *fixture) {
 	f.load(5)
 	first := f.req("u1")
-	first.AdmissionExpires = f.clock.Now().Add(time.Minute)
-	f.win(first)
+	won := f.win(first)
 	r := f.req("u2")
 	r.AdmissionID = first.AdmissionID
-	f.clock.Advance(59 * time.Second)
-	r.Now = f.clock.Now()
-	f.expect(r, flashsale.VerdictAdmissionUsed)
-	// The gate remembers a spend only until the admission expires; past
-	// that the token is refused upstream, so the gate may forget it.
-	f.clock.Advance(time.Second)
-	r.Now = f.clock.Now()
-	f.win(r)
+	for _, d := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour} {
+		f.clock.Advance(d)
+		f.expect(f.again(r), flashsale.VerdictAdmissionUsed)
+	}
+	// Nor does its hold's end give the turn back.
+	f.restock(won.ReservationID)
+	f.clock.Advance(24 * time.Hour)
+	f.expect(f.again(r), flashsale.VerdictAdmissionUsed)
 }
 
 func testSoldOutWritesNothing(t *testing.T, f *fixture) {
@@ -740,7 +743,7 @@ func testRestockKeepsNewerHolder(t *testing.T, f *fixture) {
 	stale.Instrument = "card-1"
 	newer := holdOf(f.req("u1"))
 	newer.Instrument = "card-1"
-	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{stale, newer}, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{stale, newer}, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.setPaused(false)
@@ -919,12 +922,14 @@ func testRebuild(t *testing.T, f *fixture) {
 	f.setPaused(true)
 
 	// The record knows a's hold (with 2 units and an instrument, as it
-	// says) and a hold of c the gate lost; b's hold it never saw.
+	// says) and a hold of c the gate lost; b's hold it never saw. It also
+	// knows that f spent an admission on a hold that has ended.
 	ha := holdOf(a)
 	ha.Quantity, ha.Instrument = 2, "card-a"
 	hc := holdOf(f.req("uc"))
+	ended := flashsale.SpentAdmission{UserID: "uf", AdmissionID: "adm-of-an-ended-hold"}
 	f.clock.Advance(time.Second)
-	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+1, []flashsale.Hold{ha, hc}, "test-operator"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+1, []flashsale.Hold{ha, hc}, []flashsale.SpentAdmission{ended}, "test-operator"); err != nil {
 		t.Fatalf("Rebuild: %v", err)
 	}
 	f.wantAudit(f.lastAudit(), "rebuild", "test-operator", 7-8, 7, "")
@@ -958,15 +963,21 @@ func testRebuild(t *testing.T, f *fixture) {
 	if won.ReservationID != retryB.ReservationID {
 		t.Fatalf("b's retry replayed a hold the rebuild dropped: %+v", won)
 	}
-	// Spent admissions were forgotten (their epoch is over).
-	reuse := next("ue")
-	reuse.AdmissionID = a.AdmissionID
-	f.win(reuse)
+	// The record's spent admissions are spent: the live holds' and the
+	// ended one's. b's, which the record never saw, is not.
+	for _, adm := range []string{a.AdmissionID, hc.AdmissionID, ended.AdmissionID} {
+		reuse := next("ue")
+		reuse.AdmissionID = adm
+		f.expect(reuse, flashsale.VerdictAdmissionUsed)
+	}
+	if won.AdmissionID != b.AdmissionID {
+		t.Fatalf("b's retry won with admission %q; want its own, %q", won.AdmissionID, b.AdmissionID)
+	}
 	// A rebuilt hold restocks like any other.
 	if !f.restock(hc.ReservationID) {
 		t.Fatal("restock of a rebuilt hold moved nothing")
 	}
-	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch + 1, Initial: 10, Counter: 6, Won: 5, Restocked: 1, AuditedCounter: 6})
+	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch + 1, Initial: 10, Counter: 7, Won: 4, Restocked: 1, AuditedCounter: 7})
 }
 
 // testHoldCarriesAdmission: every hold the gate hands out names the
@@ -1007,12 +1018,12 @@ func testHoldCarriesAdmission(t *testing.T, f *fixture) {
 }
 
 // testRebuildKeepsAdmissionIDs: rebuilt holds report the admission the
-// record says they spent, without spending it again (the new epoch makes
-// old admissions stale anyway).
+// record says they spent, and that admission is spent: a live hold took its
+// turn.
 func testRebuildKeepsAdmissionIDs(t *testing.T, f *fixture) {
 	a, b := holdOf(f.req("ua")), holdOf(f.req("ub"))
 	b.AdmissionID = ""
-	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{a, b}, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{a, b}, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.setPaused(false)
@@ -1026,16 +1037,97 @@ func testRebuildKeepsAdmissionIDs(t *testing.T, f *fixture) {
 		IdempotencyKey: a.IdempotencyKey, RequestHash: a.RequestHash, Now: f.clock.Now(),
 	}
 	f.wantHold("replay of a rebuilt hold", f.expect(replay, flashsale.VerdictReplayed).Hold, a)
-	// Not re-marked spent.
 	reuse := f.req("uc")
 	reuse.AdmissionID = a.AdmissionID
-	f.win(reuse)
+	f.expect(reuse, flashsale.VerdictAdmissionUsed)
+	// b spent none, so none is spent for it.
+	f.win(f.req("uc"))
+}
+
+// testRebuildHandsOutNoTurn: what a shopper can do after a rebuild from the
+// record is what it could do before. A shopper whose hold ended (its turn
+// taken) stays refused with that admission, under the new epoch too (the
+// waiting room hands the same place the same admission id again); a
+// shopper who holds stays limited; a hold the record never took (voided)
+// leaves its admission free. It holds for a gate that had the sale and for
+// one that lost everything (a restarted process, a Redis that lost its
+// keys), since the spends come from the record; and a second rebuild
+// changes nothing.
+func testRebuildHandsOutNoTurn(t *testing.T, f *fixture) {
+	f.load(10)
+	cancelled := f.req("u1")
+	if !f.restock(f.win(cancelled).ReservationID) {
+		t.Fatal("restock moved nothing")
+	}
+	holding := f.req("u2")
+	holding.Instrument = "card-2"
+	held := f.win(holding)
+	voided := f.req("u3")
+	if !f.void(f.win(voided)) {
+		t.Fatal("void moved nothing")
+	}
+	// What the record says: u2's live hold, and the admissions of u1's
+	// ended hold and u2's.
+	holds := []flashsale.Hold{held}
+	spent := []flashsale.SpentAdmission{
+		{UserID: "u1", AdmissionID: cancelled.AdmissionID}, {UserID: "u2", AdmissionID: holding.AdmissionID}}
+	check := func(stage string, e int64) {
+		t.Helper()
+		at := func(r flashsale.GateReserve) flashsale.GateReserve {
+			r = f.again(r)
+			r.Epoch = e
+			r.IdempotencyKey += "-" + stage // a new attempt, not a replay
+			return r
+		}
+		for what, r := range map[string]flashsale.GateReserve{
+			"u1's ended hold's admission": at(cancelled), "u2's live hold's admission": at(holding),
+		} {
+			if out := f.reserve(r); out.Verdict != flashsale.VerdictAdmissionUsed {
+				t.Fatalf("%s: %s: %v; want admission_used", stage, what, out.Verdict)
+			}
+		}
+		limited := at(f.req("u2"))
+		f.expect(limited, flashsale.VerdictLimitReached)
+		card := at(f.req("u4"))
+		card.Instrument = "card-2"
+		f.expect(card, flashsale.VerdictLimitReached)
+		f.wantHold(stage+": replay of the live hold", f.expect(f.again(holding), flashsale.VerdictReplayed).Hold, held)
+	}
+	check("before", epoch)
+
+	f.setPaused(true)
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+1, holds, spent, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.setPaused(false)
+	check("after a rebuild", epoch+1)
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+2, holds, spent, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.setPaused(false)
+	check("after a second rebuild", epoch+2)
+
+	// A gate that lost the sale altogether.
+	if err := f.g.Drop(f.ctx, f.sale); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+3, holds, spent, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.setPaused(false)
+	check("after a rebuild of a lost sale", epoch+3)
+	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch + 3, Initial: 10, Counter: 9, Won: 1, AuditedCounter: 9})
+
+	// The voided hold's admission was never spent: u3 wins with it.
+	again := f.again(voided)
+	again.Epoch = epoch + 3
+	f.win(again)
 }
 
 func testRebuildNotLoaded(t *testing.T, f *fixture) {
 	h := holdOf(f.req("u1"))
 	h.Quantity = 2
-	if err := f.g.Rebuild(f.ctx, f.sale, 5, 3, []flashsale.Hold{h}, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, 3, []flashsale.Hold{h}, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing was loaded before, so the counter went from 0 to 3.
@@ -1046,7 +1138,7 @@ func testRebuildNotLoaded(t *testing.T, f *fixture) {
 		t.Fatalf("Load after Rebuild = %v, %v; want false, nil", ok, err)
 	}
 	// An empty record rebuilds to the full stock.
-	if err := f.g.Rebuild(f.ctx, f.sale, 5, 4, nil, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, 4, nil, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Paused: true, Epoch: 4, Initial: 5, Counter: 5, AuditedCounter: 5})
@@ -1070,6 +1162,16 @@ func testRebuildRefuses(t *testing.T, f *fixture) {
 	zero.Quantity = 0
 	noUser := one
 	noUser.UserID = ""
+	for name, spent := range map[string][]flashsale.SpentAdmission{
+		"a spent admission without a user":        {{AdmissionID: "adm-1"}},
+		"a spent admission without an id":         {{UserID: "u1"}},
+		"a separator in a spent admission":        {{UserID: "u1", AdmissionID: "adm\x1f"}},
+		"a separator in a spent admission's user": {{UserID: "u\x1f", AdmissionID: "adm-1"}},
+	} {
+		if err := f.g.Rebuild(f.ctx, f.sale, 3, epoch+1, []flashsale.Hold{one}, spent, "test"); err == nil {
+			t.Errorf("Rebuild with %s = nil; want an error", name)
+		}
+	}
 	for name, holds := range map[string][]flashsale.Hold{
 		"more units than initial": {h1, h2},
 		"repeated reservation":    {one, dup},
@@ -1078,7 +1180,7 @@ func testRebuildRefuses(t *testing.T, f *fixture) {
 		"zero quantity":           {zero},
 		"no user":                 {noUser},
 	} {
-		if err := f.g.Rebuild(f.ctx, f.sale, 3, epoch+1, holds, "test"); err == nil {
+		if err := f.g.Rebuild(f.ctx, f.sale, 3, epoch+1, holds, nil, "test"); err == nil {
 			t.Errorf("Rebuild with %s = nil; want an error", name)
 		}
 	}
@@ -1107,7 +1209,7 @@ func testRebuildLarge(t *testing.T, f *fixture) {
 		}
 	}
 	const units = n/2*1 + n/2*2
-	if err := f.g.Rebuild(f.ctx, f.sale, units+500, epoch+1, holds, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, units+500, epoch+1, holds, nil, "test"); err != nil {
 		t.Fatalf("Rebuild of %d holds: %v", n, err)
 	}
 	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Paused: true, Epoch: epoch + 1, Initial: units + 500, Counter: 500, Won: units, AuditedCounter: 500})
@@ -1160,7 +1262,7 @@ func testTamper(t *testing.T, f *fixture) {
 		t.Fatalf("after a restock: %+v (drift %d); want drift 3 and counter - audited %d", s, s.Drift(), unaudited)
 	}
 	// A rebuild from the record puts the counter right, and it sells again.
-	if err := f.g.Rebuild(f.ctx, f.sale, 10, 1, nil, "rebuild"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, 1, nil, nil, "rebuild"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.g.SetPaused(f.ctx, f.sale, false, "operator"); err != nil {

@@ -77,7 +77,8 @@ func errConfirmed() error {
 //
 // Errors: ErrStaleEpoch (the sale's epoch moved on), ErrNotFound (no such
 // sale), ErrDuplicate (the id, the shopper's idempotency key, the shopper's
-// live hold or the instrument's live hold exists).
+// live hold, the instrument's live hold or a hold on the same admission
+// exists).
 func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation, also ...flashsale.Event) (err error) {
 	defer func() { err = unavailable(err) }()
 	created := *r
@@ -90,8 +91,8 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation,
 			INSERT INTO reservations (
 				reservation_id, sale_id, user_id, quantity, state,
 				payment_fingerprint, idempotency_key, request_hash, epoch,
-				created_at, expires_at, account_created)
-			SELECT $1, sale_id, $2, $3, 'pending', $4, $5, $6, epoch, $7, $8, $16
+				created_at, expires_at, account_created, admission_id)
+			SELECT $1, sale_id, $2, $3, 'pending', $4, $5, $6, epoch, $7, $8, $16, $17
 			FROM sale_events
 			WHERE sale_id = $9 AND epoch = $10
 			FOR SHARE
@@ -106,7 +107,7 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation,
 		SELECT count(*) FROM r`,
 		r.ID, r.UserID, r.Quantity, nullText(r.PaymentFingerprint), nullText(r.IdempotencyKey), nullText(r.RequestHash),
 		r.CreatedAt, r.ExpiresAt, r.SaleID, r.Epoch,
-		ids, topics, sales, payloads, ats, nullTime(r.AccountCreated)).Scan(&inserted)
+		ids, topics, sales, payloads, ats, nullTime(r.AccountCreated), nullText(r.AdmissionID)).Scan(&inserted)
 	if pgErr, ok := uniqueViolation(err); ok {
 		return fmt.Errorf("postgres: create reservation %s: %w (%s)", r.ID, flashsale.ErrDuplicate, pgErr.ConstraintName)
 	}

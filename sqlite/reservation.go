@@ -76,7 +76,8 @@ func errConfirmed() error {
 //
 // Errors: ErrStaleEpoch (the sale's epoch moved on), ErrNotFound (no such
 // sale), ErrDuplicate (the id, the shopper's idempotency key, the shopper's
-// live hold or the instrument's live hold exists).
+// live hold, the instrument's live hold or a hold on the same admission
+// exists).
 func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation, also ...flashsale.Event) error {
 	created := *r
 	created.State, created.Version = flashsale.ReservationPending, 1
@@ -86,12 +87,12 @@ func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation,
 			INSERT INTO reservations (
 				reservation_id, sale_id, user_id, quantity, state,
 				payment_fingerprint, idempotency_key, request_hash, epoch,
-				created_at, expires_at, account_created)
-			SELECT ?1, sale_id, ?2, ?3, 'pending', ?4, ?5, ?6, epoch, ?7, ?8, ?11
+				created_at, expires_at, account_created, admission_id)
+			SELECT ?1, sale_id, ?2, ?3, 'pending', ?4, ?5, ?6, epoch, ?7, ?8, ?11, ?12
 			FROM sale_events
 			WHERE sale_id = ?9 AND epoch = ?10`,
 			r.ID, r.UserID, r.Quantity, nullText(r.PaymentFingerprint), nullText(r.IdempotencyKey), nullText(r.RequestHash),
-			micros(r.CreatedAt), micros(r.ExpiresAt), r.SaleID, r.Epoch, nullMicros(r.AccountCreated))
+			micros(r.CreatedAt), micros(r.ExpiresAt), r.SaleID, r.Epoch, nullMicros(r.AccountCreated), nullText(r.AdmissionID))
 		if err != nil {
 			return err
 		}

@@ -11,9 +11,9 @@ import (
 // check, the per-user and per-instrument checks and the decrement. Its
 // sold-out branch writes nothing.
 //
-// An admission is a place's one turn (see token.AdmissionID): a win spends
-// it for as long as the gate keeps the sale, through restocks and
-// rebuilds, and only Void gives it back. A hold that ends returns its
+// An admission is a shopper's one turn in a sale (see token.AdmissionID):
+// a win spends it for as long as the gate keeps the sale, through restocks
+// and rebuilds, and only Void gives it back. A hold that ends returns its
 // units to the shoppers still waiting, not the turn to its shopper.
 //
 // Implementations (package memory, package redis) are safe for concurrent

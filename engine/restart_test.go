@@ -38,7 +38,7 @@ func (h *harness) restart() {
 // reservations whole (a pending one is confirmed after it, an order's key
 // replays), its turns taken, its shoppers' places (their tickets, and the
 // place a shopper asking again gets) and admissions: an admission issued
-// before the restart is refused as such, and the place's new one works. A
+// before the restart is refused as such, and the shopper's new one works. A
 // sale an operator or the invariant watcher paused stays paused with its
 // reason, and resumes without a rebuild; one that had failed closed
 // because the gate lost it reopens. And again after a second restart.
@@ -183,7 +183,7 @@ func TestRestartIsANonEvent(t *testing.T) {
 			}
 
 			// The admission from before the restarts is refused as one of
-			// an older epoch; the place's new one works.
+			// an older epoch; the shopper's new one works.
 			if r := h.reserve("tv", "early", early, "k", nil); r.status != http.StatusForbidden || r.code() != "admission_expired" {
 				t.Fatalf("an admission from before the restart: %d %s; want 403 admission_expired", r.status, r.body)
 			}

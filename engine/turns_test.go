@@ -14,7 +14,7 @@ import (
 // the rebuild. Its first key still replays its cancelled reservation; a
 // shopper who holds stays held to its limit; a shopper who never reserved
 // reserves. Nor does time give a turn back: past the admission's lifetime,
-// the place's new admission is the spent one. On every backend.
+// the shopper's new admission is the spent one. On every backend.
 func TestRebuildHandsOutNoTurn(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		h := newHarness(t, b)
@@ -38,7 +38,7 @@ func TestRebuildHandsOutNoTurn(t *testing.T) {
 			t.Helper()
 			for _, user := range []string{"cancels", "holds"} {
 				if r := h.reserve("tv", user, h.admit("tv", user), "again-"+strings.ReplaceAll(stage, " ", "-"), nil); r.status != http.StatusForbidden || r.code() != "admission_used" {
-					t.Fatalf("%s: %s reserves again with its place's admission: %d %s; want 403 admission_used", stage, user, r.status, r.body)
+					t.Fatalf("%s: %s reserves again with its admission: %d %s; want 403 admission_used", stage, user, r.status, r.body)
 				}
 			}
 			if r := h.reserve("tv", "cancels", h.admit("tv", "cancels"), "first", nil); r.status != http.StatusCreated ||

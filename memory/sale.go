@@ -36,7 +36,7 @@ type book struct {
 	// only Void and Rebuild forget keys.
 	idem table[*flashsale.Hold]
 	// spent is by admission id: the turns taken. A spend lasts as long as
-	// the sale (an admission is a place's one turn, and the waiting room
+	// the sale (an admission is a shopper's one turn, and the waiting room
 	// hands the same id out again after it expires); only Void gives it
 	// back, and Rebuild replaces the set with the record's. It costs one
 	// entry per win, as idem does.

@@ -70,7 +70,7 @@ local loaded = stock and meta[1] == '1' and not (meta[7] and meta[7] ~= redis.pc
 //	      encoded hold, now ms
 //
 // A spent admission (field of adm) holds the time of the win that spent
-// it, and stays for as long as the sale does: an admission is a place's
+// it, and stays for as long as the sale does: an admission is a shopper's
 // one turn (see flashsale.Gate).
 //
 // It returns {epoch, counter before the batch, codes, stored holds...}

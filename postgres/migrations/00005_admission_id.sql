@@ -1,7 +1,7 @@
 -- +goose Up
--- The admission each hold spent: its shopper's place's one turn in the
--- queue. A gate rebuilt from the record (after a restart of the in-process
--- gate, a Redis that lost its keys, an operator's rebuild) reads them back
+-- The admission each hold spent: its shopper's one turn in the sale. A
+-- gate rebuilt from the record (after a restart of the in-process gate, a
+-- Redis that lost its keys, an operator's rebuild) reads them back
 -- (SpentAdmissions), so that a rebuild hands out no turn. NULL for a hold
 -- made without one, or before this migration. A turn is taken at most once:
 -- the unique index refuses a second hold on the same admission, whatever

@@ -15,6 +15,11 @@ import (
 // GateAdmin: it belongs to package restock alone, where the record decides
 // first (restock.Gate is the gate whole).
 //
+// An admission is a shopper's one turn in a sale (see token.AdmissionID):
+// a win spends it for as long as the gate keeps the sale, through restocks
+// and rebuilds, and only Void gives it back. A hold that ends returns its
+// units to the shoppers still waiting, not the turn to its shopper.
+//
 // Implementations (package memory, package redis) are safe for concurrent
 // use and pass the conformance suite in package gatetest.
 type Gate interface {
@@ -39,10 +44,15 @@ type GateAdmin interface {
 	// is already loaded; it reports whether it did.
 	Load(ctx context.Context, saleID string, initial, epoch int64, source string) (bool, error)
 
-	// Rebuild replaces the sale's counter, holds and buyers with what the
-	// record says: counter = initial - units of holds. Callers pause the
+	// Rebuild replaces the sale's counter, holds, buyers, instruments,
+	// idempotency keys and spent admissions with what the record says:
+	// counter = initial - units of holds; spent are the admissions the
+	// sale's reservations spent (see SaleStore.SpentAdmissions), and the
+	// holds' own AdmissionIDs are spent too. Whatever a shopper could do
+	// before a rebuild it can do after, and nothing more: a rebuild hands
+	// out no turn. It leaves the sale loaded and paused. Callers pause the
 	// sale first.
-	Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []Hold, source string) error
+	Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []Hold, spent []SpentAdmission, source string) error
 
 	// Snapshot reads the counter and its bookkeeping in one atomic step.
 	Snapshot(ctx context.Context, saleID string) (GateSnapshot, error)
@@ -74,11 +84,10 @@ type GateReserve struct {
 	// Instrument is the payment-instrument fingerprint; "" when none was
 	// given.
 	Instrument string
-	// AdmissionID identifies the admission token being spent; it is spent
-	// only by a win. AdmissionExpires bounds how long the gate remembers
-	// the spend.
-	AdmissionID      string
-	AdmissionExpires time.Time
+	// AdmissionID identifies the admission token being spent: its
+	// shopper's place in the queue (token.AdmissionID). It is spent only
+	// by a win, for as long as the gate keeps the sale.
+	AdmissionID string
 	// Epoch is the epoch the admission was issued under; a different epoch
 	// than the gate's is VerdictStaleEpoch.
 	Epoch          int64
@@ -111,7 +120,8 @@ const (
 	VerdictPaused
 	// VerdictStaleEpoch: the admission was issued before the last rebuild.
 	VerdictStaleEpoch
-	// VerdictAdmissionUsed: the admission token was already spent.
+	// VerdictAdmissionUsed: the admission was already spent by a win,
+	// whether or not that win's hold still holds.
 	VerdictAdmissionUsed
 	// VerdictSoldOut: fewer units are left than asked for. Nothing was
 	// written.
@@ -197,6 +207,14 @@ type GateSnapshot struct {
 	// shard's counter behind the gate. Drift alone could hide writes to
 	// two shards that cancel out.
 	ShardDrift int64
+}
+
+// SpentAdmission is an admission a reservation of the sale spent: the turn
+// of the shopper's place, taken. UserID says whose it was, so that a gate
+// split over shards keeps it where that shopper's reserves go.
+type SpentAdmission struct {
+	UserID      string
+	AdmissionID string
 }
 
 // Held is the units the gate holds for live reservations.

@@ -14,6 +14,23 @@ const (
 	SaleClosed    SaleState = "closed"
 )
 
+// Reasons a sale is paused for its stock gate's sake rather than its own:
+// the gate could not be asked, or had lost the sale (the sale failed
+// closed). A gate rebuilt from the record cures them, so a restart of the
+// in-process gate, which rebuilds it, reopens a sale paused for one of them
+// (see control.Service.Restore); any other pause (an operator's, the
+// invariant watcher's) stays, with its reason.
+const (
+	PauseGateUnreachable = "the stock gate is unreachable"
+	PauseGateLost        = "the stock gate lost the sale's counter; rebuild it from the record, then resume"
+	PauseGateNoCounter   = "the stock gate has no counter for the sale"
+)
+
+// GatePause reports whether reason is one of the PauseGate reasons.
+func GatePause(reason string) bool {
+	return reason == PauseGateUnreachable || reason == PauseGateLost || reason == PauseGateNoCounter
+}
+
 // Fairness is the published policy by which the waiting room orders shoppers.
 type Fairness string
 

@@ -228,7 +228,7 @@ func (s *Service) GateFailed(ctx context.Context, saleID string, cause error) {
 				"sale", saleID, "cause", cause)
 			return nil, nil
 		}
-		s.FailClosed(ctx, saleID, "the stock gate is unreachable")
+		s.FailClosed(ctx, saleID, flashsale.PauseGateUnreachable)
 		return nil, err
 	})
 	t := time.NewTimer(ProbeWait)
@@ -347,8 +347,10 @@ func (s *Service) Resume(ctx context.Context, sku string) (*flashsale.Sale, erro
 
 // Rebuild recomputes the gate of a paused sale from the record: counter =
 // initial − confirmed − pending, the buyers and idempotency keys of the live
-// holds, and a new epoch that invalidates every admission token issued
-// before. It answers CodeNotPaused unless the sale is paused, and leaves the
+// holds, the admissions every hold spent (so that a rebuild hands out no
+// turn), and a new epoch that invalidates every admission token issued
+// before (the waiting room hands the same place the same admission id
+// again, under the new epoch). It answers CodeNotPaused unless the sale is paused, and leaves the
 // sale paused: resuming is a separate, deliberate act.
 func (s *Service) Rebuild(ctx context.Context, sku string) (*flashsale.Sale, error) {
 	sale, err := s.store.SaleBySKU(ctx, sku)
@@ -362,7 +364,11 @@ func (s *Service) Rebuild(ctx context.Context, sku string) (*flashsale.Sale, err
 	if err != nil {
 		return nil, err
 	}
-	if err := s.gate.Rebuild(ctx, sale.ID, int64(sale.InitialStock), epoch, holds, s.source+" rebuild"); err != nil {
+	spent, err := s.store.SpentAdmissions(ctx, sale.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.gate.Rebuild(ctx, sale.ID, int64(sale.InitialStock), epoch, holds, spent, s.source+" rebuild"); err != nil {
 		return nil, gateUnavailable(err)
 	}
 	rebuilt, err := s.store.Sale(ctx, sale.ID)
@@ -382,7 +388,7 @@ func (s *Service) Rebuild(ctx context.Context, sku string) (*flashsale.Sale, err
 // shardGate is what RebuildShards needs of a gate that splits sales over
 // shards (redis.ShardedGate).
 type shardGate interface {
-	RebuildShards(ctx context.Context, saleID string, shards []int, initial, epoch int64, holds []flashsale.Hold, source string) error
+	RebuildShards(ctx context.Context, saleID string, shards []int, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error
 	ResumeShards(ctx context.Context, saleID string, shards []int, source string) error
 }
 
@@ -418,8 +424,12 @@ func (s *Service) RebuildShards(ctx context.Context, saleID string, lost []int) 
 	if err != nil {
 		return err
 	}
+	spent, err := s.store.SpentAdmissions(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
 	source := s.source + " shard rebuild"
-	if err := g.RebuildShards(ctx, sale.ID, lost, int64(sale.InitialStock), epoch, holds, source); err != nil {
+	if err := g.RebuildShards(ctx, sale.ID, lost, int64(sale.InitialStock), epoch, holds, spent, source); err != nil {
 		if flashsale.ErrorCode(err) != flashsale.CodeUnavailable {
 			s.FailClosed(ctx, sale.ID, "lost shards of the stock gate could not be rebuilt from the record")
 		}
@@ -558,7 +568,7 @@ func (w *Warmer) WarmOnce(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("snapshot %s: %w", sale.SKU, err))
 			w.setWarm(sale.ID, false)
 			if sale.State != flashsale.SalePaused && !now.Before(sale.OpensAt) {
-				w.svc.FailClosed(ctx, sale.ID, "the stock gate is unreachable")
+				w.svc.FailClosed(ctx, sale.ID, flashsale.PauseGateUnreachable)
 			}
 			continue
 		}
@@ -579,7 +589,7 @@ func (w *Warmer) WarmOnce(ctx context.Context) error {
 		case errors.Is(err, ErrRebuildRequired):
 			w.setWarm(sale.ID, false)
 			if sale.State != flashsale.SalePaused {
-				w.svc.FailClosed(ctx, sale.ID, "the stock gate lost the sale's counter; rebuild it from the record, then resume")
+				w.svc.FailClosed(ctx, sale.ID, flashsale.PauseGateLost)
 			}
 		default:
 			w.setWarm(sale.ID, false)

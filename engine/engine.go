@@ -369,6 +369,10 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Restock: restockBackground, Catalog: e.Catalog, Now: cfg.Now,
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
+	if cfg.RedisURL == "" {
+		// This process is the in-process gate's only writer.
+		e.restoreGate(ctx)
+	}
 	e.Retirer = control.NewRetirer(e.Control, control.RetirerConfig{After: cfg.RetireAfter, Queue: e.Queue})
 	e.Snapshots = &waitroom.OriginSnapshots{Catalog: e.Catalog, Gate: e.Gate, Store: e.Background, Queue: e.Queue, Now: cfg.Now}
 	e.Pacer = waitroom.NewPacer(waitroom.PacerConfig{Queue: e.Queue, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
@@ -757,7 +761,9 @@ func (e *Engine) openGate(ctx context.Context) error {
 	}
 	if cfg.RedisURL == "" {
 		e.gate = memory.New(memory.Config{Now: cfg.Now})
-		e.Queue = memory.NewQueue()
+		q := e.openLocalQueue()
+		e.Queue = q
+		e.closers = append(e.closers, func() error { return e.saveLocalQueue(q) })
 		if burst > 0 {
 			b := memory.Budget{Every: every, Burst: burst}
 			e.limiter = memory.NewLimiter(b, b)

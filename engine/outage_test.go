@@ -66,11 +66,11 @@ func (f *faultyGate) SetPaused(ctx context.Context, sale string, paused bool, so
 	return f.Gate.SetPaused(ctx, sale, paused, source)
 }
 
-func (f *faultyGate) Rebuild(ctx context.Context, sale string, initial, epoch int64, holds []flashsale.Hold, source string) error {
+func (f *faultyGate) Rebuild(ctx context.Context, sale string, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error {
 	if err := f.err(); err != nil {
 		return err
 	}
-	return f.Gate.Rebuild(ctx, sale, initial, epoch, holds, source)
+	return f.Gate.Rebuild(ctx, sale, initial, epoch, holds, spent, source)
 }
 
 func (f *faultyGate) Ping(ctx context.Context) error {
@@ -153,8 +153,9 @@ func TestGateOutageFailsClosed(t *testing.T) {
 		if r := h.reserve("tv", "early-bird", early, "k", nil); r.status != 403 || r.code() != "admission_expired" {
 			t.Fatalf("admission from before the rebuild: %d %s", r.status, r.body)
 		}
-		// Rebuilt buyers still count: a holder cannot win twice.
-		if r := h.reserve("tv", "u0", h.admit("tv", "u0"), "k2", nil); r.status != 409 || r.code() != "limit_reached" {
+		// A holder cannot win twice: its turn was rebuilt spent (which the
+		// gate checks before its rebuilt buyer).
+		if r := h.reserve("tv", "u0", h.admit("tv", "u0"), "k2", nil); r.status != 403 || r.code() != "admission_used" {
 			t.Fatalf("holder after rebuild: %d %s", r.status, r.body)
 		}
 		// Rebuilt keys still replay.

@@ -387,6 +387,6 @@ func (h *harness) admitPaused(sku, user string) string {
 // admissionFor mints the admission token the waiting room would give the
 // shopper of place 1.
 func admissionFor(sale *flashsale.Sale, user string, now time.Time) token.Admission {
-	return token.Admission{UserID: user, SaleID: sale.ID, ID: token.AdmissionID(sale.ID, user, 1, sale.Epoch),
+	return token.Admission{UserID: user, SaleID: sale.ID, ID: token.AdmissionID(sale.ID, user),
 		Expires: now.Add(time.Minute), Epoch: sale.Epoch}
 }

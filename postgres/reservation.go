@@ -21,8 +21,8 @@ func (x statements) InsertReservation(ctx context.Context, r *flashsale.Reservat
 			INSERT INTO reservations (
 				reservation_id, sale_id, user_id, quantity, state,
 				payment_fingerprint, idempotency_key, request_hash, epoch,
-				created_at, expires_at, account_created)
-			SELECT $1, sale_id, $2, $3, 'pending', $4, $5, $6, epoch, $7, $8, $16
+				created_at, expires_at, account_created, admission_id)
+			SELECT $1, sale_id, $2, $3, 'pending', $4, $5, $6, epoch, $7, $8, $16, $17
 			FROM sale_events
 			WHERE sale_id = $9 AND epoch = $10
 			FOR SHARE
@@ -37,7 +37,7 @@ func (x statements) InsertReservation(ctx context.Context, r *flashsale.Reservat
 		SELECT count(*) FROM r`,
 		r.ID, r.UserID, r.Quantity, record.NullText(r.PaymentFingerprint), record.NullText(r.IdempotencyKey), record.NullText(r.RequestHash),
 		r.CreatedAt, r.ExpiresAt, r.SaleID, r.Epoch,
-		ids, topics, sales, payloads, ats, nullTime(r.AccountCreated)).Scan(&inserted)
+		ids, topics, sales, payloads, ats, nullTime(r.AccountCreated), record.NullText(r.AdmissionID)).Scan(&inserted)
 	if pgErr, ok := uniqueViolation(err); ok {
 		return false, duplicate(pgErr)
 	}

@@ -132,6 +132,13 @@ func (x statements) LiveHolds(ctx context.Context, saleID string, fn record.Each
 		ORDER BY created_at, reservation_id`, saleID))(fn)
 }
 
+func (x statements) SpentAdmissions(ctx context.Context, saleID string, fn record.Each) error {
+	return each(x.q.Query(ctx, `
+		SELECT user_id, admission_id
+		FROM reservations
+		WHERE sale_id = $1 AND admission_id IS NOT NULL AND state <> 'voided'`, saleID))(fn)
+}
+
 func (x statements) SaleTotals(ctx context.Context, saleID string, fn record.Each) error {
 	return each(x.q.Query(ctx, `
 		SELECT state, COALESCE(SUM(quantity), 0)

@@ -343,6 +343,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		PaymentFingerprint: req.PaymentFingerprint,
 		IdempotencyKey:     req.IdempotencyKey,
 		RequestHash:        hash,
+		AdmissionID:        adm.ID,
 		AccountCreated:     req.AccountCreated,
 		CreatedAt:          now,
 		ExpiresAt:          now.Add(sale.Hold()),
@@ -351,22 +352,21 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 	asked, failed := time.Now(), false
 	defer func() { s.cfg.Decided(ctx, sale, time.Since(asked), failed) }()
 	out, err := s.gateReserve(ctx, flashsale.GateReserve{
-		SaleID:           sale.ID,
-		ReservationID:    res.ID,
-		UserID:           req.UserID,
-		Quantity:         req.Quantity,
-		Instrument:       req.PaymentFingerprint,
-		AdmissionID:      adm.ID,
-		AdmissionExpires: adm.Expires,
-		Epoch:            adm.Epoch,
-		IdempotencyKey:   req.IdempotencyKey,
-		RequestHash:      hash,
-		Now:              now,
+		SaleID:         sale.ID,
+		ReservationID:  res.ID,
+		UserID:         req.UserID,
+		Quantity:       req.Quantity,
+		Instrument:     req.PaymentFingerprint,
+		AdmissionID:    adm.ID,
+		Epoch:          adm.Epoch,
+		IdempotencyKey: req.IdempotencyKey,
+		RequestHash:    hash,
+		Now:            now,
 	})
 	if err != nil {
 		failed = true
 		s.cfg.GateFailed(ctx, sale.ID, err)
-		return nil, errPaused("the stock gate is unreachable")
+		return nil, errPaused(flashsale.PauseGateUnreachable)
 	}
 	switch out.Verdict {
 	case flashsale.VerdictWon:
@@ -378,8 +378,8 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 	case flashsale.VerdictKeyReused:
 		return nil, errKeyReused()
 	case flashsale.VerdictNotLoaded:
-		s.cfg.FailClosed(ctx, sale.ID, "the stock gate has no counter for the sale")
-		return nil, errPaused("the stock gate has no counter for the sale")
+		s.cfg.FailClosed(ctx, sale.ID, flashsale.PauseGateNoCounter)
+		return nil, errPaused(flashsale.PauseGateNoCounter)
 	case flashsale.VerdictPaused:
 		return nil, errPaused("")
 	case flashsale.VerdictStaleEpoch:
@@ -512,7 +512,7 @@ func (s *Service) lookup(ctx context.Context, sale *flashsale.Sale, userID, key 
 	s.cfg.Metrics.Gate("lookup", time.Since(start), err)
 	if err != nil {
 		s.cfg.GateFailed(ctx, sale.ID, err)
-		return h, false, errPaused("the stock gate is unreachable")
+		return h, false, errPaused(flashsale.PauseGateUnreachable)
 	}
 	return h, found, nil
 }

@@ -143,6 +143,10 @@ type SaleStatements interface {
 	// payment_fingerprint, idempotency_key, request_hash, created_at).
 	LiveHolds(ctx context.Context, saleID string, each Each) error
 
+	// SpentAdmissions returns the admissions the sale's reservations
+	// spent, voided ones aside: rows of (user_id, admission_id).
+	SpentAdmissions(ctx context.Context, saleID string, each Each) error
+
 	// SaleTotals returns the units of the sale's reservations by state:
 	// rows of (state text, units integer).
 	SaleTotals(ctx context.Context, saleID string, each Each) error
@@ -159,8 +163,8 @@ type ReservationStatements interface {
 	// in one statement or in the transaction it runs in; it reports
 	// whether it inserted (false: no sale at that epoch, and no event
 	// written). Errors: flashsale.ErrDuplicate (the id, the shopper's
-	// idempotency key, the shopper's live hold or the instrument's live
-	// hold exists).
+	// idempotency key, the shopper's live hold, the instrument's live
+	// hold or a hold on the same admission exists).
 	InsertReservation(ctx context.Context, r *flashsale.Reservation, events []flashsale.Event) (bool, error)
 
 	// ReservationByID returns the reservation (ReservationColumns).

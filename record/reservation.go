@@ -31,7 +31,8 @@ func errConfirmed() error {
 //
 // Errors: ErrStaleEpoch (the sale's epoch moved on), ErrNotFound (no such
 // sale), ErrDuplicate (the id, the shopper's idempotency key, the shopper's
-// live hold or the instrument's live hold exists).
+// live hold, the instrument's live hold or a hold on the same admission
+// exists).
 func (s *Store) CreateReservation(ctx context.Context, r *flashsale.Reservation, also ...flashsale.Event) error {
 	created := *r
 	created.State, created.Version = flashsale.ReservationPending, 1

@@ -188,6 +188,23 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string, at time.Time) (
 	return epoch, holds, nil
 }
 
+// SpentAdmissions returns the admissions the sale's reservations spent,
+// voided ones aside, for a gate rebuilt from the record (see
+// flashsale.SaleStore). Reservations made before the record kept
+// admissions have none to give.
+func (s *Store) SpentAdmissions(ctx context.Context, saleID string) ([]flashsale.SpentAdmission, error) {
+	var out []flashsale.SpentAdmission
+	err := s.d.Reads().SpentAdmissions(ctx, saleID, collect(&out, func(r Row) (flashsale.SpentAdmission, error) {
+		var sp flashsale.SpentAdmission
+		err := r.Scan(&sp.UserID, &sp.AdmissionID)
+		return sp, err
+	}))
+	if err != nil {
+		return nil, s.fail(err, "spent admissions of sale %s", saleID)
+	}
+	return out, nil
+}
+
 // PendingUnits sums the units of the sale's pending reservations, without
 // visiting the others.
 func (s *Store) PendingUnits(ctx context.Context, saleID string) (int64, error) {

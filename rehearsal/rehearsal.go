@@ -479,10 +479,13 @@ func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 		case string(flashsale.CodeRateLimited), string(flashsale.CodeSalePaused), string(flashsale.CodeUnavailable), "overloaded", "transport":
 			// Come back with the same key: a repeat never reserves twice.
 			return r.retry(i, sh, now, rep.retryAfter)
-		case string(flashsale.CodeLimitReached), string(flashsale.CodeNotEligible), string(flashsale.CodeClosed):
+		case string(flashsale.CodeLimitReached), string(flashsale.CodeAdmissionUsed), string(flashsale.CodeNotEligible),
+			string(flashsale.CodeClosed):
+			// admission_used: the shopper's one turn is taken, and every
+			// admission the queue hands it again is the same turn.
 			return r.finish(sh)
 		}
-		// Sold out (units may come back), or the admission lapsed or was
+		// Sold out (units may come back), or the admission expired or was
 		// refused: back to the queue for a new one, with a new key.
 		sh.attempt++
 		sh.x().admission, sh.phase = "", phPoll

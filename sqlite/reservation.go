@@ -25,12 +25,12 @@ func (x statements) InsertReservation(ctx context.Context, r *flashsale.Reservat
 		INSERT INTO reservations (
 			reservation_id, sale_id, user_id, quantity, state,
 			payment_fingerprint, idempotency_key, request_hash, epoch,
-			created_at, expires_at, account_created)
-		SELECT ?1, sale_id, ?2, ?3, 'pending', ?4, ?5, ?6, epoch, ?7, ?8, ?11
+			created_at, expires_at, account_created, admission_id)
+		SELECT ?1, sale_id, ?2, ?3, 'pending', ?4, ?5, ?6, epoch, ?7, ?8, ?11, ?12
 		FROM sale_events
 		WHERE sale_id = ?9 AND epoch = ?10`,
 		r.ID, r.UserID, r.Quantity, record.NullText(r.PaymentFingerprint), record.NullText(r.IdempotencyKey), record.NullText(r.RequestHash),
-		micros(r.CreatedAt), micros(r.ExpiresAt), r.SaleID, r.Epoch, nullMicros(r.AccountCreated)))
+		micros(r.CreatedAt), micros(r.ExpiresAt), r.SaleID, r.Epoch, nullMicros(r.AccountCreated), record.NullText(r.AdmissionID)))
 	if isUniqueViolation(err) {
 		return false, flashsale.ErrDuplicate
 	}

@@ -128,6 +128,13 @@ func (x statements) LiveHolds(ctx context.Context, saleID string, fn record.Each
 		ORDER BY created_at, reservation_id`, saleID))(fn)
 }
 
+func (x statements) SpentAdmissions(ctx context.Context, saleID string, fn record.Each) error {
+	return each(x.q.QueryContext(ctx, `
+		SELECT user_id, admission_id
+		FROM reservations
+		WHERE sale_id = ?1 AND admission_id IS NOT NULL AND state <> 'voided'`, saleID))(fn)
+}
+
 // SaleTotals and PendingUnits read the covering index on (sale_id, state,
 // quantity) alone.
 func (x statements) SaleTotals(ctx context.Context, saleID string, fn record.Each) error {

@@ -490,7 +490,7 @@ func (r *Room) admit(ctx context.Context, snap *Snapshot, t token.Ticket, now ti
 	adm := token.Admission{
 		UserID:  t.UserID,
 		SaleID:  snap.Sale.ID,
-		ID:      token.AdmissionID(snap.Sale.ID, t.UserID, t.Position, snap.Epoch),
+		ID:      token.AdmissionID(snap.Sale.ID, t.UserID),
 		Expires: now.Add(r.cfg.AdmissionTTL),
 		Epoch:   snap.Epoch,
 	}

@@ -818,7 +818,8 @@ func (e *Engine) openGate(ctx context.Context) error {
 // enough that the sale fails closed within a second when Redis is gone.
 // Its connections take name (CLIENT SETNAME; none when empty, or when the
 // URL names them itself), so that CLIENT LIST tells an operator whose
-// connection is whose.
+// connection is whose. As with package redis's Open, the URL's dial_timeout
+// and write_timeout parameters override those timeouts.
 func OpenRedis(ctx context.Context, url, name string) (rueidis.Client, error) {
 	opt, err := rueidis.ParseURL(url)
 	if err != nil {
@@ -828,8 +829,12 @@ func OpenRedis(ctx context.Context, url, name string) (rueidis.Client, error) {
 		opt.ClientName = name
 	}
 	opt.DisableCache = true
-	opt.Dialer.Timeout = 500 * time.Millisecond
-	opt.ConnWriteTimeout = 500 * time.Millisecond
+	if opt.Dialer.Timeout == 0 {
+		opt.Dialer.Timeout = fsredis.DialTimeout
+	}
+	if opt.ConnWriteTimeout == 0 {
+		opt.ConnWriteTimeout = fsredis.WriteTimeout
+	}
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("--redis-url: Redis at %s does not answer: %w", strings.Join(opt.InitAddress, ", "), err)

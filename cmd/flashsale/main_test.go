@@ -186,6 +186,16 @@ func TestTokenCommand(t *testing.T) {
 	if err != nil || sh.UserID != "bob" || time.Since(sh.AccountCreated) < 47*time.Hour {
 		t.Fatalf("token verifies as %+v, %v", sh, err)
 	}
+	if sh.Instrument != "" {
+		t.Fatalf("a token without --pmf carries an instrument: %+v", sh)
+	}
+	// --pmf: the payment instrument, as the store would vouch for it.
+	if sh, err := v.Verify(strings.TrimSpace(cli(t, "token", "--user", "bob", "--pmf", "card-42")), time.Now()); err != nil || sh.Instrument != "card-42" {
+		t.Fatalf("token --pmf verifies as %+v, %v", sh, err)
+	}
+	if err := run(context.Background(), []string{"token", "--user", "bob", "--pmf", "not a card"}, env(nil), io.Discard, io.Discard); err == nil {
+		t.Fatal("token --pmf with a space minted a token the server refuses")
+	}
 	// The same secret the server is given through its environment.
 	var o, e bytes.Buffer
 	if err := run(context.Background(), []string{"token", "--user", "carol"}, env(map[string]string{"FLASHSALE_USER_JWT_SECRET": "s3cret-s3cret"}), &o, &e); err != nil {

@@ -447,6 +447,10 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "The sku query parameter is required."))
 		return
 	}
+	if !flashsale.ValidSKU(sku) {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such sale."))
+		return
+	}
 	sale, err := s.cfg.Store.SaleBySKU(r.Context(), sku)
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)

@@ -216,6 +216,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(rec, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such route."))
 		return
 	}
+	if err := screen(r); err != nil {
+		writeError(rec, s.cfg.Logger, r, err)
+		return
+	}
 	s.mux.ServeHTTP(rec, r)
 }
 

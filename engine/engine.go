@@ -113,6 +113,14 @@ type Config struct {
 	// (PEM) with EdDSA or RS256. With neither, the development key is used.
 	UserJWTSecret    string
 	UserJWTPublicKey []byte
+	// InstrumentClaim names the shopper JWT's claim that carries the
+	// payment instrument's fingerprint (default "pmf"): the instrument the
+	// per-instrument limits count.
+	InstrumentClaim string
+	// TrustClientInstrument counts a reserve body's paymentFingerprint
+	// where the shopper's JWT carries no instrument (Demo sets it too).
+	// Off, the body's value counts for nothing: the shopper wrote it.
+	TrustClientInstrument bool
 	// AdminToken guards /admin/; empty means loopback only.
 	AdminToken string
 	// AdmissionTTL is the lifetime of an admission token (default 120s).
@@ -244,6 +252,11 @@ type Engine struct {
 	// well-known development key.
 	DevelopmentKey bool
 
+	// AccountInFlight gives each account one purchase request in flight
+	// per sale (and one on its reservations) on this server; nil at an
+	// edge.
+	AccountInFlight *bulkhead.Bulkhead
+
 	limiter purchase.Limiter
 	// sharded is the Redis gate, which splits sales over shards.
 	sharded *fsredis.ShardedGate
@@ -290,14 +303,15 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if e.Tokens, err = loadTokenKeys(cfg.TokenKeys, cfg.DataDir); err != nil {
 		return nil, err
 	}
+	idOpts := []identity.Option{identity.WithCache(1 << 16), identity.WithInstrumentClaim(cfg.InstrumentClaim)}
 	switch {
 	case len(cfg.UserJWTPublicKey) > 0:
-		e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey, identity.WithCache(1<<16))
+		e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey, idOpts...)
 	case cfg.UserJWTSecret != "":
-		e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret), identity.WithCache(1<<16))
+		e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret), idOpts...)
 	default:
 		e.DevelopmentKey = true
-		e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret), identity.WithCache(1<<16))
+		e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret), idOpts...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("shopper JWT key: %w", err)
@@ -324,6 +338,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		return float64(background)
 	})
 	e.openInFlight()
+	e.openAccountInFlight()
 	if err := e.openGate(ctx); err != nil {
 		return nil, err
 	}
@@ -371,7 +386,8 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
-		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
+		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics,
+		AccountInFlight: e.AccountInFlight, TrustClientInstrument: cfg.TrustClientInstrument || cfg.Demo})
 	return e, nil
 }
 
@@ -592,6 +608,32 @@ func (e *Engine) openInFlight() {
 			MaxWaiting: reservationLine * reservationShare}}})
 	sized := e.InFlight.Config()
 	e.Metrics.PurchaseInFlight(e.InFlight.InFlight, sized.Max, sized.PerKey)
+}
+
+// How an account waits for its turn on the purchase path: each account
+// has one request in flight per sale (and one on its reservations); up to
+// accountLine more wait, for at most AccountTurnWait, and the rest are told
+// 429 rate_limited at once. A shopper's page sends one request at a time
+// (its retries reuse their Idempotency-Key, and concurrent copies of one
+// request share one turn), so only a burst waits; half a second rides out
+// a reserve or a confirm under load, a short line bounds what a burst
+// parks.
+const (
+	AccountTurnWait = 500 * time.Millisecond
+	accountLine     = 2
+	// accountWaiting bounds the requests waiting for their account's turn
+	// at once, over all accounts: each is a parked goroutine and a timer.
+	accountWaiting = 10_000
+)
+
+// openAccountInFlight sizes the per-account bound on the purchase path
+// (see AccountTurnWait). It has no bound over all accounts: that is
+// InFlight's. It is this process's, like InFlight: with N servers behind a
+// load balancer, an account has at most N requests in flight, while the
+// gate's per-user check and the reserve budgets stay global.
+func (e *Engine) openAccountInFlight() {
+	e.AccountInFlight = bulkhead.New(bulkhead.Config{Max: math.MaxInt32, PerKey: 1, Wait: AccountTurnWait,
+		MaxWaiting: accountWaiting, KeyWaiting: accountLine})
 }
 
 // DefaultRoomInFlightWait is the longest a waiting-room request waits for

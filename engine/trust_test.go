@@ -85,13 +85,20 @@ func TestInstrumentBudgetCannotBeDrained(t *testing.T) {
 // instrument (--trust-client-instrument, the demo's) counts the body's
 // fingerprint where the JWT carries none.
 func TestTrustedClientInstrument(t *testing.T) {
-	h := newHarness(t, backends[0], func(c *engine.Config) { c.TrustClientInstrument = true })
-	h.createSale("demo", map[string]any{"initialStock": 10})
-	if r := h.reserve("demo", "ann", h.admit("demo", "ann"), "k", `{"paymentFingerprint":"card-1"}`); r.status != 201 {
-		t.Fatalf("ann: %d %s", r.status, r.body)
-	}
-	if r := h.reserve("demo", "ben", h.admit("demo", "ben"), "k", `{"paymentFingerprint":"card-1"}`); r.code() != "limit_reached" {
-		t.Fatalf("ben on ann's card, trusted: %d %s, want limit_reached", r.status, r.body)
+	for name, trust := range map[string]func(*engine.Config){
+		"trust-client-instrument": func(c *engine.Config) { c.TrustClientInstrument = true },
+		"demo":                    func(c *engine.Config) { c.Demo = true },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, backends[0], trust)
+			h.createSale("demo", map[string]any{"initialStock": 10})
+			if r := h.reserve("demo", "ann", h.admit("demo", "ann"), "k", `{"paymentFingerprint":"card-1"}`); r.status != 201 {
+				t.Fatalf("ann: %d %s", r.status, r.body)
+			}
+			if r := h.reserve("demo", "ben", h.admit("demo", "ben"), "k", `{"paymentFingerprint":"card-1"}`); r.code() != "limit_reached" {
+				t.Fatalf("ben on ann's card, trusted: %d %s, want limit_reached", r.status, r.body)
+			}
+		})
 	}
 }
 

@@ -409,3 +409,38 @@ func TestServeDebugAddr(t *testing.T) {
 		t.Error("the profiles' index shows the admin token")
 	}
 }
+
+// TestServeInstrumentFlags: --instrument-claim names the claim the limits
+// count (flashsale token --pmf --instrument-claim mints it), and the
+// body's paymentFingerprint counts only with --trust-client-instrument.
+func TestServeInstrumentFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		token func(user string) string
+		body  string
+	}{
+		{[]string{"--instrument-claim", "card_fp"}, func(user string) string {
+			return strings.TrimSpace(cli(t, "token", "--user", user, "--pmf", "card-1", "--instrument-claim", "card_fp"))
+		}, ""},
+		{[]string{"--trust-client-instrument"}, func(user string) string {
+			return strings.TrimSpace(cli(t, "token", "--user", user))
+		}, `{"paymentFingerprint":"card-1"}`},
+	} {
+		t.Run(tc.flags[0], func(t *testing.T) {
+			base, _ := startServer(t, t.TempDir(), tc.flags...)
+			cli(t, "sale", "create", "--server", base, "--sku", "card-sale", "--stock", "5", "--opens-at", "+0s")
+			codes := []int{}
+			for _, user := range []string{"ann", "ben"} {
+				auth := map[string]string{"Authorization": "Bearer " + tc.token(user)}
+				_, tk := call(t, "GET", base+"/sale/card-sale/ticket", auth, "")
+				_, st := call(t, "GET", base+"/sale/card-sale/status", map[string]string{"X-Ticket": tk["token"].(string)}, "")
+				auth["X-Admission-Token"], auth["Idempotency-Key"] = st["admissionToken"].(string), "k"
+				code, _ := call(t, "POST", base+"/sale/card-sale/reserve", auth, tc.body)
+				codes = append(codes, code)
+			}
+			if codes[0] != 201 || codes[1] != 409 {
+				t.Fatalf("two accounts on one card: %v, want 201 then 409", codes)
+			}
+		})
+	}
+}

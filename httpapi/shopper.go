@@ -386,15 +386,16 @@ func (s *Server) postReserve(w http.ResponseWriter, r *http.Request) {
 	// itself is not an account taking the sale's slots.
 	v, err, _ := s.flight.Do("reserve\x1f"+sale.ID+"\x1f"+sh.UserID+"\x1f"+key+"\x1f"+req.Hash(), func() (any, error) {
 		ctx := context.WithoutCancel(r.Context())
-		release, err := s.accountTurn(ctx, sale.ID, sh.UserID)
+		releaseTurn, err := s.accountTurn(ctx, sale.ID, sh.UserID)
 		if err != nil {
 			return nil, err
 		}
-		defer release()
-		if release, err = s.take(ctx, s.cfg.InFlight, sale.ID, errOverloaded); err != nil {
+		defer releaseTurn()
+		releaseSlot, err := s.take(ctx, s.cfg.InFlight, sale.ID, errOverloaded)
+		if err != nil {
 			return nil, err
 		}
-		defer release()
+		defer releaseSlot()
 		return s.cfg.Purchase.Reserve(ctx, req)
 	})
 	if err != nil {
@@ -528,15 +529,16 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
 func (s *Server) reservationWork(r *http.Request, op, userID, id string, work func(context.Context) (any, error)) (any, error) {
 	v, err, _ := s.flight.Do(op+"\x1f"+userID+"\x1f"+id, func() (any, error) {
 		ctx := context.WithoutCancel(r.Context())
-		release, err := s.accountTurn(ctx, ReservationRoutes, userID)
+		releaseTurn, err := s.accountTurn(ctx, ReservationRoutes, userID)
 		if err != nil {
 			return nil, err
 		}
-		defer release()
-		if release, err = s.take(ctx, s.cfg.InFlight, ReservationRoutes, errOverloaded); err != nil {
+		defer releaseTurn()
+		releaseSlot, err := s.take(ctx, s.cfg.InFlight, ReservationRoutes, errOverloaded)
+		if err != nil {
 			return nil, err
 		}
-		defer release()
+		defer releaseSlot()
 		return work(ctx)
 	})
 	return v, err

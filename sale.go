@@ -71,6 +71,11 @@ type Sale struct {
 	AdmissionPerSecond   int
 	MinAccountAgeSeconds int
 	ChallengeBits        int
+	// RequireInstrument refuses a reserve that carries no payment
+	// instrument the server counts (the JWT's claim, or a trusted body
+	// value): 403 not_eligible. Without it, such a reserve is only limited
+	// per account.
+	RequireInstrument bool
 	// Shards is the number of gates the counter is split over.
 	Shards int
 
@@ -149,9 +154,9 @@ func (s *Sale) ApplyDefaults() {
 func (s *Sale) Validate() error {
 	switch {
 	case !ValidSKU(s.SKU):
-		return Errorf(CodeBadRequest, "sku must be 1 to 128 letters, digits, '-', '_' or '.'")
-	case len(s.Name) > 512:
-		return Errorf(CodeBadRequest, "name must be at most 512 characters")
+		return Errorf(CodeBadRequest, "sku must be 1 to 128 letters, digits, '-', '_' or '.', and not . or ..")
+	case !ValidText(s.Name, MaxSaleNameRunes):
+		return Errorf(CodeBadRequest, "name must be printable text of at most %d characters", MaxSaleNameRunes)
 	case s.InitialStock < 0 || s.InitialStock > MaxInitialStock:
 		return Errorf(CodeBadRequest, "initialStock must be between 0 and %d", MaxInitialStock)
 	case s.OpensAt.IsZero():
@@ -180,10 +185,14 @@ func (s *Sale) Validate() error {
 	return nil
 }
 
-// ValidSKU reports whether s could be a sale's SKU: 1 to 128 letters,
-// digits, '-', '_' or '.'. A path naming anything else has no sale, and is
-// answered so without a lookup.
-func ValidSKU(s string) bool { return s != "" && len(s) <= 128 && isSKU(s) }
+// ValidSKU reports whether s could be a sale's SKU, the one grammar of a
+// SKU wherever one enters (a new sale, a path, a query): 1 to 128 letters,
+// digits, '-', '_' or '.', but not "." or "..", which a path cannot carry
+// as a segment (a client or proxy resolves them away). A path naming
+// anything else has no sale, and is answered so without a lookup.
+func ValidSKU(s string) bool {
+	return s != "" && len(s) <= 128 && s != "." && s != ".." && isSKU(s)
+}
 
 func isSKU(s string) bool {
 	for i := 0; i < len(s); i++ {

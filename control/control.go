@@ -121,6 +121,7 @@ type Patch struct {
 	MinAccountAgeSeconds *int
 	ChallengeBits        *int
 	InitialStock         *int
+	RequireInstrument    *bool
 }
 
 // Update applies p to the SKU's sale if its version is still version. It
@@ -156,6 +157,9 @@ func (s *Service) Update(ctx context.Context, sku string, version int64, p Patch
 	}
 	if p.ChallengeBits != nil {
 		sale.ChallengeBits = *p.ChallengeBits
+	}
+	if p.RequireInstrument != nil {
+		sale.RequireInstrument = *p.RequireInstrument
 	}
 	stockChanged := p.InitialStock != nil && *p.InitialStock != sale.InitialStock
 	if stockChanged {

@@ -116,6 +116,14 @@ type Config struct {
 	// (PEM) with EdDSA or RS256. With neither, the development key is used.
 	UserJWTSecret    string
 	UserJWTPublicKey []byte
+	// InstrumentClaim names the shopper JWT's claim that carries the
+	// payment instrument's fingerprint (default "pmf"): the instrument the
+	// per-instrument limits count.
+	InstrumentClaim string
+	// TrustClientInstrument counts a reserve body's paymentFingerprint
+	// where the shopper's JWT carries no instrument (Demo sets it too).
+	// Off, the body's value counts for nothing: the shopper wrote it.
+	TrustClientInstrument bool
 	// UserJWTAudience and UserJWTIssuer, when set, are the aud and iss a
 	// shopper JWT must carry (identity.WithAudience, WithIssuer): a token
 	// the identity service issued for another service is refused.
@@ -264,6 +272,11 @@ type Engine struct {
 	// well-known development key.
 	DevelopmentKey bool
 
+	// AccountInFlight gives each account one purchase request in flight
+	// per sale (and one on its reservations) on this server; nil at an
+	// edge.
+	AccountInFlight *bulkhead.Bulkhead
+
 	limiter purchase.Limiter
 	// gate is Gate whole, with its give-back (Restock, Void), which only
 	// package restock is handed: Gate, which every other part has, lacks
@@ -348,6 +361,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 		return float64(background)
 	})
 	e.openInFlight()
+	e.openAccountInFlight()
 	if err := e.openGate(ctx); err != nil {
 		return err
 	}
@@ -409,7 +423,8 @@ func (e *Engine) open(ctx context.Context) (err error) {
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
 		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart,
-		Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
+		Now: cfg.Now, Logger: logger, Metrics: e.Metrics,
+		AccountInFlight: e.AccountInFlight, TrustClientInstrument: cfg.TrustClientInstrument || cfg.Demo})
 	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
 	return nil
 }
@@ -420,7 +435,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 func (e *Engine) openShoppers() error {
 	cfg := e.Config
 	opts := []identity.Option{identity.WithCache(1 << 16), identity.WithAudience(cfg.UserJWTAudience),
-		identity.WithIssuer(cfg.UserJWTIssuer)}
+		identity.WithIssuer(cfg.UserJWTIssuer), identity.WithInstrumentClaim(cfg.InstrumentClaim)}
 	if cfg.UserJWTMaxLifetime < 0 {
 		return errors.New("--user-jwt-max-lifetime must be positive")
 	}
@@ -667,6 +682,32 @@ func (e *Engine) openInFlight() {
 			MaxWaiting: reservationLine * reservationShare}}})
 	sized := e.InFlight.Config()
 	e.Metrics.PurchaseInFlight(e.InFlight.InFlight, sized.Max, sized.PerKey)
+}
+
+// How an account waits for its turn on the purchase path: each account
+// has one request in flight per sale (and one on its reservations); up to
+// accountLine more wait, for at most AccountTurnWait, and the rest are told
+// 429 rate_limited at once. A shopper's page sends one request at a time
+// (its retries reuse their Idempotency-Key, and concurrent copies of one
+// request share one turn), so only a burst waits; half a second rides out
+// a reserve or a confirm under load, a short line bounds what a burst
+// parks.
+const (
+	AccountTurnWait = 500 * time.Millisecond
+	accountLine     = 2
+	// accountWaiting bounds the requests waiting for their account's turn
+	// at once, over all accounts: each is a parked goroutine and a timer.
+	accountWaiting = 10_000
+)
+
+// openAccountInFlight sizes the per-account bound on the purchase path
+// (see AccountTurnWait). It has no bound over all accounts: that is
+// InFlight's. It is this process's, like InFlight: with N servers behind a
+// load balancer, an account has at most N requests in flight, while the
+// gate's per-user check and the reserve budgets stay global.
+func (e *Engine) openAccountInFlight() {
+	e.AccountInFlight = bulkhead.New(bulkhead.Config{Max: math.MaxInt32, PerKey: 1, Wait: AccountTurnWait,
+		MaxWaiting: accountWaiting, KeyWaiting: accountLine})
 }
 
 // DefaultRoomInFlightWait is the longest a waiting-room request waits for

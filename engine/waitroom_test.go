@@ -31,6 +31,17 @@ func (h *harness) status(sku, tok string) map[string]any {
 	return r.json(h.t)
 }
 
+// statusBy polls as the shopper's page does: the ticket in X-Ticket and the
+// shopper's JWT, so that the poll counts as the shopper's own.
+func (h *harness) statusBy(sku, tok, user string) map[string]any {
+	h.t.Helper()
+	r := h.do("GET", "/sale/"+sku+"/status", map[string]string{"X-Ticket": tok, "Authorization": "Bearer " + h.jwt(user)}, nil)
+	if r.status != http.StatusOK {
+		h.t.Fatalf("status: %d %s", r.status, r.body)
+	}
+	return r.json(h.t)
+}
+
 func (h *harness) drawDoc(sku string) *waitroom.DrawDocument {
 	h.t.Helper()
 	r := h.do("GET", "/sale/"+sku+"/draw", nil, nil)

@@ -27,6 +27,7 @@ type createSaleBody struct {
 	MinAccountAgeSeconds int                `json:"minAccountAgeSeconds"`
 	ChallengeBits        int                `json:"challengeBits"`
 	Shards               *int               `json:"shards"`
+	RequireInstrument    bool               `json:"requireInstrument"`
 }
 
 func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
@@ -52,6 +53,7 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
 		AdmissionPerSecond:   b.AdmissionPerSecond,
 		MinAccountAgeSeconds: b.MinAccountAgeSeconds,
 		ChallengeBits:        b.ChallengeBits,
+		RequireInstrument:    b.RequireInstrument,
 	}
 	if b.ClosesAt != nil {
 		in.ClosesAt = b.ClosesAt.UTC()
@@ -120,6 +122,7 @@ type adminSaleJSON struct {
 	AdmissionPerSecond   int                 `json:"admissionPerSecond"`
 	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
 	ChallengeBits        int                 `json:"challengeBits"`
+	RequireInstrument    bool                `json:"requireInstrument"`
 	Shards               int                 `json:"shards"`
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
 	Epoch                int64               `json:"epoch"`
@@ -169,7 +172,7 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		ClosesAt: timePtr(sale.ClosesAt), HoldSeconds: sale.HoldSeconds, PerUserLimit: sale.PerUserLimit,
 		Fairness: sale.Fairness, RegistrationClosesAt: timePtr(sale.RegistrationClosesAt),
 		AdmissionPerSecond: sale.AdmissionPerSecond, MinAccountAgeSeconds: sale.MinAccountAgeSeconds,
-		ChallengeBits: sale.ChallengeBits, Shards: sale.Shards, SeedCommitment: sale.SeedCommitment,
+		ChallengeBits: sale.ChallengeBits, RequireInstrument: sale.RequireInstrument, Shards: sale.Shards, SeedCommitment: sale.SeedCommitment,
 		Epoch: sale.Epoch, Version: sale.Version, CreatedAt: sale.CreatedAt.UTC(), UpdatedAt: sale.UpdatedAt.UTC(),
 		Rejections: s.rejections.of(sale.SKU),
 		Invariant:  invariantJSON{OK: true},
@@ -306,6 +309,7 @@ type patchSaleBody struct {
 	MinAccountAgeSeconds *int       `json:"minAccountAgeSeconds"`
 	ChallengeBits        *int       `json:"challengeBits"`
 	InitialStock         *int       `json:"initialStock"`
+	RequireInstrument    *bool      `json:"requireInstrument"`
 }
 
 func (s *Server) patchSale(w http.ResponseWriter, r *http.Request) {
@@ -322,7 +326,7 @@ func (s *Server) patchSale(w http.ResponseWriter, r *http.Request) {
 	sale, err := s.cfg.Control.Update(r.Context(), r.PathValue("sku"), version, control.Patch{
 		Name: b.Name, ClosesAt: b.ClosesAt, AdmissionPerSecond: b.AdmissionPerSecond, HoldSeconds: b.HoldSeconds,
 		PerUserLimit: b.PerUserLimit, MinAccountAgeSeconds: b.MinAccountAgeSeconds, ChallengeBits: b.ChallengeBits,
-		InitialStock: b.InitialStock,
+		InitialStock: b.InitialStock, RequireInstrument: b.RequireInstrument,
 	})
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
@@ -445,6 +449,10 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
 	sku := r.URL.Query().Get("sku")
 	if sku == "" {
 		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "The sku query parameter is required."))
+		return
+	}
+	if !flashsale.ValidSKU(sku) {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such sale."))
 		return
 	}
 	sale, err := s.cfg.Store.SaleBySKU(r.Context(), sku)

@@ -8,10 +8,13 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flashsale/flashsale"
 )
@@ -160,6 +163,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error 
 		}
 		return flashsale.Errorf(flashsale.CodeBadRequest, "A JSON body is required.")
 	}
+	if !utf8.Valid(body) {
+		// encoding/json would quietly make each bad byte U+FFFD.
+		return flashsale.Errorf(flashsale.CodeBadRequest, "The JSON body is not valid UTF-8.")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -171,28 +178,39 @@ func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error 
 	if _, err := dec.Token(); err != io.EOF {
 		return flashsale.Errorf(flashsale.CodeBadRequest, "The JSON body has data after its end.")
 	}
+	if field := cleanStrings(reflect.ValueOf(v), ""); field != "" {
+		return flashsale.Errorf(flashsale.CodeBadRequest, "Field %s must be text without control characters.", strconv.Quote(field))
+	}
 	return nil
 }
 
-// describe says what was wrong with a JSON body without echoing it.
+// describe says what was wrong with a JSON body, in a person's words:
+// without echoing the body beyond a field's name, and without a Go type
+// name (encoding/json's own messages name the handler's types).
 func describe(err error) string {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var parse *time.ParseError
 	switch {
 	case errors.As(err, &syn):
 		return "invalid JSON at byte " + strconv.FormatInt(syn.Offset, 10)
 	case errors.As(err, &typ):
 		if typ.Field != "" {
-			return "field " + strconv.Quote(typ.Field) + " must be " + typ.Type.String()
+			return "field " + strconv.Quote(typ.Field) + " must be " + kindOf(typ.Type)
 		}
-		return "wrong type, expected " + typ.Type.String()
+		return "the body must be " + kindOf(typ.Type)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "it ends too early"
+	case errors.As(err, &parse), strings.HasPrefix(err.Error(), "Time.UnmarshalJSON"):
+		return "a time must be a string in RFC 3339, such as 2026-08-01T10:00:00Z"
 	}
 	msg := err.Error()
 	const unknown = "json: unknown field "
-	if len(msg) > len(unknown) && msg[:len(unknown)] == unknown {
-		return "unknown field " + msg[len(unknown):]
+	if field, ok := strings.CutPrefix(msg, unknown); ok {
+		if len(field) > 66 {
+			field = field[:64] + `…"`
+		}
+		return "unknown field " + field
 	}
 	return "it is not the expected object"
 }
@@ -260,4 +278,28 @@ func (s *sampler) allow(key sampleKey, now time.Time) (int64, bool) {
 	}
 	e.suppressed.Add(1)
 	return 0, false
+}
+
+// kindOf names what a JSON value must be to fill a Go value of type t.
+func kindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		return "a time in RFC 3339"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uintptr:
+		return "a whole number"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		return "an array"
+	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
+		return "an object"
+	}
+	return "of another type"
 }

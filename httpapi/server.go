@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/bulkhead"
 	"github.com/flashsale/flashsale/catalog"
@@ -82,6 +84,17 @@ type Config struct {
 	// processor, and another sale's shoppers wait their turn behind it.
 	// Nil bounds nothing.
 	RoomInFlight *bulkhead.Bulkhead
+	// AccountInFlight, keyed by a sale (or ReservationRoutes) and a user,
+	// gives each account one purchase request in flight per sale before
+	// it may take one of InFlight's shared slots; its others wait briefly
+	// or are told 429 rate_limited. Nil bounds nothing.
+	AccountInFlight *bulkhead.Bulkhead
+	// TrustClientInstrument counts a reserve body's paymentFingerprint
+	// towards the per-instrument limits when the shopper's JWT carries no
+	// instrument. Off, only the JWT's claim counts: the body is the
+	// shopper's to write. For a demo, or a store whose front end computes
+	// the fingerprint itself.
+	TrustClientInstrument bool
 	// Ready reports whether an edge can answer (its snapshots are fresh);
 	// the origin asks its stores instead.
 	Ready   func(ctx context.Context) error
@@ -96,6 +109,8 @@ type Server struct {
 	mux        *http.ServeMux
 	rejections rejections
 	edges      edgeRegistry
+	// flight joins concurrent copies of one purchase request.
+	flight singleflight.Group
 }
 
 // New returns a Server.
@@ -214,6 +229,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// path with "." or ".." segments or doubled slashes names no route
 		// of the contract, so it is answered as such, in JSON.
 		writeError(rec, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such route."))
+		return
+	}
+	if err := screen(r); err != nil {
+		writeError(rec, s.cfg.Logger, r, err)
 		return
 	}
 	s.mux.ServeHTTP(rec, r)

@@ -5,8 +5,10 @@
 //
 // A Verifier accepts exactly one algorithm, the one its key is for: HS256
 // with a shared secret, or EdDSA or RS256 with a public key from a PEM file.
-// A token must carry sub (the user id) and exp; iat and acct_created (the
-// account's creation, in Unix seconds) are optional. Where the server is
+// A token must carry sub (the user id) and exp; iat, acct_created (the
+// account's creation, in Unix seconds) and pmf (the fingerprint of the
+// shopper's payment instrument, as the store vouches for it; the claim's
+// name is configurable) are optional. Where the server is
 // configured with an audience or an issuer, the token's aud and iss must
 // name them (WithAudience, WithIssuer), so that a token the identity
 // service issued for another of the shop's services is refused here; and
@@ -97,6 +99,12 @@ type Shopper struct {
 	AccountCreated time.Time
 	// Expires is the token's exp in UTC.
 	Expires time.Time
+	// Instrument is the fingerprint of the shopper's payment instrument as
+	// the identity service vouches for it (the claim WithInstrumentClaim
+	// names, "pmf" by default), or "" when the token carries none. The
+	// purchase limits per instrument count it, never a value the client
+	// sends of its own accord.
+	Instrument string
 }
 
 // Verifier verifies shopper tokens with one key and algorithm. It is
@@ -113,6 +121,9 @@ type Verifier struct {
 	audience, issuer string
 	maxLifetime      time.Duration
 	cache            *cache // nil: no cache
+	// instrumentClaim names the payment instrument's claim; "" is
+	// DefaultInstrumentClaim.
+	instrumentClaim string
 }
 
 // Option configures a Verifier.
@@ -177,7 +188,7 @@ func NewHS256(secret []byte, opts ...Option) (*Verifier, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("identity: the HS256 secret is empty")
 	}
-	return newVerifier(jwt.SigningMethodHS256.Alg(), append([]byte(nil), secret...), opts), nil
+	return newVerifier(jwt.SigningMethodHS256.Alg(), append([]byte(nil), secret...), opts)
 }
 
 // NewPublicKeyPEM returns a Verifier of tokens signed with the private half
@@ -209,12 +220,12 @@ func NewPublicKeyPEM(pemBytes []byte, opts ...Option) (*Verifier, error) {
 	}
 	switch k := pub.(type) {
 	case ed25519.PublicKey:
-		return newVerifier(jwt.SigningMethodEdDSA.Alg(), k, opts), nil
+		return newVerifier(jwt.SigningMethodEdDSA.Alg(), k, opts)
 	case *rsa.PublicKey:
 		if k.N.BitLen() < MinRSABits {
 			return nil, fmt.Errorf("identity: the RSA key has %d bits, want at least %d", k.N.BitLen(), MinRSABits)
 		}
-		return newVerifier(jwt.SigningMethodRS256.Alg(), k, opts), nil
+		return newVerifier(jwt.SigningMethodRS256.Alg(), k, opts)
 	default:
 		return nil, fmt.Errorf("identity: unsupported public key type %T; want Ed25519 or RSA", pub)
 	}
@@ -225,12 +236,15 @@ func NewPublicKeyPEM(pemBytes []byte, opts ...Option) (*Verifier, error) {
 // it.
 func WeakSecret(secret []byte) bool { return len(secret) < MinHS256SecretLen }
 
-func newVerifier(alg string, key any, opts []Option) *Verifier {
+func newVerifier(alg string, key any, opts []Option) (*Verifier, error) {
 	v := &Verifier{alg: alg, methods: []string{alg}, key: key, leeway: DefaultLeeway, maxLifetime: DefaultMaxLifetime}
 	for _, o := range opts {
 		o(v)
 	}
-	return v
+	if err := checkInstrumentClaim(v.InstrumentClaim()); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // Algorithm returns the one JWT algorithm v accepts: "HS256", "EdDSA" or
@@ -243,6 +257,11 @@ func (v *Verifier) Algorithm() string { return v.alg }
 type claims struct {
 	jwt.RegisteredClaims
 	AcctCreated json.RawMessage `json:"acct_created"`
+	PMF         json.RawMessage `json:"pmf"`
+	// instrumentClaim names the instrument's claim (set before decoding);
+	// instrument is its raw value (set by UnmarshalJSON).
+	instrumentClaim string
+	instrument      json.RawMessage
 }
 
 // Verify returns the shopper of a token that is valid at now. authorization
@@ -255,9 +274,10 @@ type claims struct {
 // be past its nbf, if it has one, less the leeway; have an iat, if it has
 // one, no later than now plus the leeway; live no longer than the maximum
 // lifetime (WithMaxLifetime); name v's audience and issuer, where v has
-// them; and, if it carries acct_created, have a number there. Every
-// refusal is an error that wraps ErrUnauthenticated. It is safe for
-// concurrent use.
+// them; if it carries acct_created, have a number there; and if it carries
+// the instrument claim, a fingerprint there (flashsale.ValidInstrument), or
+// null or "". Every refusal is an error that wraps ErrUnauthenticated. It
+// is safe for concurrent use.
 //
 // A token found in the cache is checked against now for its exp and nbf
 // only: everything else a verification decided stays true as time passes
@@ -282,7 +302,7 @@ func (v *Verifier) Verify(authorization string, now time.Time) (Shopper, error) 
 		}
 	}
 
-	var c claims
+	c := claims{instrumentClaim: v.instrumentClaim}
 	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(v.methods),
 		jwt.WithExpirationRequired(),
@@ -312,7 +332,11 @@ func (v *Verifier) Verify(authorization string, now time.Time) (Shopper, error) 
 	if !ok {
 		return Shopper{}, errBadAcct
 	}
-	s := Shopper{UserID: c.Subject, AccountCreated: created, Expires: c.ExpiresAt.UTC()}
+	instrument, ok := instrumentOf(c.instrument)
+	if !ok {
+		return Shopper{}, errBadInstrument
+	}
+	s := Shopper{UserID: c.Subject, AccountCreated: created, Expires: c.ExpiresAt.UTC(), Instrument: instrument}
 	if v.cache != nil {
 		e := entry{shopper: s}
 		if c.NotBefore != nil {

@@ -132,12 +132,30 @@ type ReserveRequest struct {
 	Sale *flashsale.Sale
 	// UserID and AccountCreated come from the verified shopper JWT;
 	// AccountCreated is zero when the token lacks acct_created.
-	UserID             string
-	AccountCreated     time.Time
-	AdmissionToken     string
-	IdempotencyKey     string
-	Quantity           int
+	UserID         string
+	AccountCreated time.Time
+	AdmissionToken string
+	IdempotencyKey string
+	Quantity       int
+	// PaymentFingerprint is the payment instrument the per-instrument
+	// limits count: the JWT's claim, or the body's value where the server
+	// trusts the client's (the HTTP layer decides); "" for none.
 	PaymentFingerprint string
+	// IgnoredFingerprint is a paymentFingerprint the client sent that
+	// counts for nothing (the server does not trust the client's and the
+	// JWT carries none). The request's hash still covers it, so the same
+	// Idempotency-Key with another body is told so (422) all the same.
+	IgnoredFingerprint string
+}
+
+// Hash identifies req among the reserves of its key: RequestHash of its
+// sale, quantity and fingerprint (the counted one, else the ignored one).
+func (req *ReserveRequest) Hash() string {
+	fp := req.PaymentFingerprint
+	if fp == "" {
+		fp = req.IgnoredFingerprint
+	}
+	return RequestHash(req.Sale.ID, req.Quantity, fp)
 }
 
 // Check validates the request's own shape, which the contract checks
@@ -151,8 +169,8 @@ func Check(sale *flashsale.Sale, key string, quantity int, fingerprint string) e
 		return flashsale.Errorf(flashsale.CodeBadRequest, "Idempotency-Key must be 1 to 255 visible ASCII characters.")
 	case quantity < 1 || quantity > sale.PerUserLimit:
 		return flashsale.Errorf(flashsale.CodeBadRequest, "quantity must be a whole number from 1 to %d.", sale.PerUserLimit)
-	case fingerprint != "" && !printable(fingerprint, 128):
-		return flashsale.Errorf(flashsale.CodeBadRequest, "paymentFingerprint must be 1 to 128 visible ASCII characters.")
+	case fingerprint != "" && !flashsale.ValidInstrument(fingerprint):
+		return flashsale.Errorf(flashsale.CodeBadRequest, "paymentFingerprint must be 1 to %d visible ASCII characters.", flashsale.MaxInstrumentLen)
 	}
 	return nil
 }
@@ -205,7 +223,7 @@ func errUnavailable(err error) error {
 // first answer.
 func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.Reservation, error) {
 	sale := req.Sale
-	hash := RequestHash(sale.ID, req.Quantity, req.PaymentFingerprint)
+	hash := req.Hash()
 	ansKey := answerKey(sale.ID, req.UserID, req.IdempotencyKey)
 
 	// The key is looked up before any other check, so that a replay whose
@@ -307,6 +325,10 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 			return nil, flashsale.Errorf(flashsale.CodeNotEligible,
 				"This sale is open to accounts older than %s.", min)
 		}
+	}
+	if sale.RequireInstrument && req.PaymentFingerprint == "" {
+		return nil, flashsale.Errorf(flashsale.CodeNotEligible,
+			"This sale needs the payment instrument your sign-in vouches for, which it does not carry.")
 	}
 	if s.cfg.Limiter != nil {
 		retry, ok, err := s.cfg.Limiter.Allow(ctx, sale.ID, req.UserID, req.PaymentFingerprint, now)

@@ -75,9 +75,9 @@ func (c *procClient) ticket(ctx context.Context, who persona, _ *shopper) reply 
 	return reply{ticket: t.Token, position: t.Position, retryAfter: t.RetryAfter, records: req.Calls()}
 }
 
-func (c *procClient) status(ctx context.Context, ticket string) reply {
+func (c *procClient) status(ctx context.Context, who persona, _ *shopper, ticket string) reply {
 	ctx, req := c.ctx(ctx)
-	st, err := c.e.Room.Status(ctx, c.sku, ticket)
+	st, err := c.e.Room.StatusFor(ctx, c.sku, ticket, who.user)
 	if err != nil {
 		return fail(err, req)
 	}
@@ -93,9 +93,9 @@ func statusReply(st waitroom.Status, records int) reply {
 	return rep
 }
 
-func (c *procClient) admission(ctx context.Context, ticket, salt, nonce string) reply {
+func (c *procClient) admission(ctx context.Context, who persona, _ *shopper, ticket, salt, nonce string) reply {
 	ctx, req := c.ctx(ctx)
-	st, err := c.e.Room.Admission(ctx, c.sku, ticket, salt, nonce)
+	st, err := c.e.Room.AdmissionFor(ctx, c.sku, ticket, salt, nonce, who.user)
 	if err != nil {
 		return fail(err, req)
 	}
@@ -191,7 +191,10 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	warn := &warnings{}
 	// The engine counts every call to the record, per request (each call
 	// below carries a tally) and in all.
-	ecfg := engine.Config{DataDir: dir, Now: clock.Now, Source: "rehearsal", Sink: sink,
+	// The rehearsal is the store's identity service: its shoppers' cards
+	// count as vouched for (the in-process calls pass them as such; over
+	// HTTP a reserve body's would count too).
+	ecfg := engine.Config{DataDir: dir, Now: clock.Now, Source: "rehearsal", Sink: sink, TrustClientInstrument: true,
 		Logger: slog.New(warn), RedisURL: cfg.RedisURL, DatabaseURL: cfg.DatabaseURL,
 		RedisPrefix: "rehearsal:" + strconv.FormatUint(cfg.Seed, 36) + ":",
 		GateTimeout: 5 * time.Second, RecordTimeout: 30 * time.Second}

@@ -42,6 +42,11 @@ type Config struct {
 	// UserJWTSecret signs the shoppers' JWTs on Target (default: the
 	// development key, which a server without --user-jwt-secret accepts).
 	UserJWTSecret string
+	// InstrumentClaim is the JWT claim the shoppers' cards go in on Target:
+	// the target's --instrument-claim (default pmf). The rehearsal is the
+	// store's identity service, so its shoppers' JWTs vouch for their
+	// cards, as the server counts them without trusting the body's.
+	InstrumentClaim string
 	// Concurrency bounds the requests in flight against Target (default 256).
 	Concurrency int
 
@@ -231,8 +236,11 @@ type persona struct {
 type client interface {
 	register(ctx context.Context, who persona, sh *shopper) reply
 	ticket(ctx context.Context, who persona, sh *shopper) reply
-	status(ctx context.Context, ticket string) reply
-	admission(ctx context.Context, ticket, salt, nonce string) reply
+	// status and admission carry the shopper's sign-in as the page does,
+	// so that what the room counts towards the automation hold is the
+	// shopper's own (a copy of a ticket holds no one).
+	status(ctx context.Context, who persona, sh *shopper, ticket string) reply
+	admission(ctx context.Context, who persona, sh *shopper, ticket, salt, nonce string) reply
 	reserve(ctx context.Context, who persona, sh *shopper, key string) reply
 	confirm(ctx context.Context, who persona, sh *shopper, payRef string) reply
 	cancel(ctx context.Context, who persona, sh *shopper) reply
@@ -456,7 +464,8 @@ func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 	case phAdmission:
 		salt := sh.x().salt
 		nonce := challenge.Solve(salt, int(sh.bits))
-		rep := r.call(routeAdmission, func() reply { return r.client.admission(ctx, r.tickets.get(sh.ticket), salt, nonce) })
+		who := r.who(i)
+		rep := r.call(routeAdmission, func() reply { return r.client.admission(ctx, who, sh, r.tickets.get(sh.ticket), salt, nonce) })
 		sh.x().salt = ""
 		switch rep.code {
 		case "":
@@ -511,7 +520,8 @@ func (r *run) retry(i int, sh *shopper, now time.Time, retryAfter time.Duration)
 
 // poll asks for the shopper's status and acts on the answer.
 func (r *run) poll(ctx context.Context, i int, sh *shopper, now time.Time) time.Time {
-	rep := r.call(routeStatus, func() reply { return r.client.status(ctx, r.tickets.get(sh.ticket)) })
+	who := r.who(i)
+	rep := r.call(routeStatus, func() reply { return r.client.status(ctx, who, sh, r.tickets.get(sh.ticket)) })
 	if rep.code != "" {
 		if rep.code == string(flashsale.CodeInvalidToken) {
 			return r.finish(sh)

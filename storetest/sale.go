@@ -23,6 +23,7 @@ func testSaleCreateAndRead(e *env) {
 	s.AdmissionPerSecond = 5000
 	s.MinAccountAgeSeconds = 86400
 	s.ChallengeBits = 12
+	s.RequireInstrument = true
 	s.Shards = 4
 	s.State = flashsale.SaleScheduled
 	s.SeedCommitment = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -208,6 +209,7 @@ func testUpdateSale(e *env) {
 	edit.AdmissionPerSecond = 7
 	edit.MinAccountAgeSeconds = 60
 	edit.ChallengeBits = 4
+	edit.RequireInstrument = true
 	edit.SeedCommitment = "feed"
 	// Not editable: UpdateSale must leave these as recorded.
 	edit.SKU = "sku-other"
@@ -229,6 +231,7 @@ func testUpdateSale(e *env) {
 	want.Name, want.InitialStock, want.ClosesAt = "Renamed", 50, t0.Add(3*time.Hour)
 	want.HoldSeconds, want.PerUserLimit, want.AdmissionPerSecond = 120, 3, 7
 	want.MinAccountAgeSeconds, want.ChallengeBits, want.SeedCommitment = 60, 4, "feed"
+	want.RequireInstrument = true
 	want.Version, want.UpdatedAt = 2, edit.UpdatedAt
 	got, err := e.store.Sale(e.ctx, s.ID)
 	ok(t, "Sale", err)

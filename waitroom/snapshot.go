@@ -73,6 +73,7 @@ type SaleInfo struct {
 	AdmissionPerSecond   int                 `json:"admissionPerSecond"`
 	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
 	ChallengeBits        int                 `json:"challengeBits"`
+	RequireInstrument    bool                `json:"requireInstrument,omitempty"`
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
 	Epoch                int64               `json:"epoch"`
 }
@@ -84,7 +85,7 @@ func InfoOf(s *flashsale.Sale) SaleInfo {
 		OpensAt: s.OpensAt, ClosesAt: s.ClosesAt, HoldSeconds: s.HoldSeconds, PerUserLimit: s.PerUserLimit,
 		Fairness: s.Fairness, RegistrationClosesAt: s.RegistrationClosesAt, AdmissionPerSecond: s.AdmissionPerSecond,
 		MinAccountAgeSeconds: s.MinAccountAgeSeconds, ChallengeBits: s.ChallengeBits, SeedCommitment: s.SeedCommitment,
-		Epoch: s.Epoch,
+		Epoch: s.Epoch, RequireInstrument: s.RequireInstrument,
 	}
 }
 
@@ -96,7 +97,7 @@ func (i SaleInfo) Sale() *flashsale.Sale {
 		OpensAt: i.OpensAt, ClosesAt: i.ClosesAt, HoldSeconds: i.HoldSeconds, PerUserLimit: i.PerUserLimit,
 		Fairness: i.Fairness, RegistrationClosesAt: i.RegistrationClosesAt, AdmissionPerSecond: i.AdmissionPerSecond,
 		MinAccountAgeSeconds: i.MinAccountAgeSeconds, ChallengeBits: i.ChallengeBits, SeedCommitment: i.SeedCommitment,
-		Epoch: i.Epoch,
+		Epoch: i.Epoch, RequireInstrument: i.RequireInstrument,
 	}
 }
 

@@ -60,9 +60,14 @@ type Room struct {
 
 	mu     sync.Mutex
 	claims map[string]*claimSet
-	polls  *window.Pace
-	fails  *window.Counter
-	places *places
+	// polls and fails count what only the holder of the shopper's JWT can
+	// send (polls and answers that carry it): they decide the automation
+	// hold. anonPolls and anonFails count, apart, what anyone holding a
+	// copy of the ticket can send: past the same limits those are told
+	// 429, and hold no one (see StatusFor).
+	polls, anonPolls *window.Pace
+	fails, anonFails *window.Counter
+	places           *places
 }
 
 // New returns a Room.
@@ -89,7 +94,8 @@ func New(cfg Config) *Room {
 		cfg.PlaceCache = 1 << 19
 	}
 	return &Room{cfg: cfg, claims: map[string]*claimSet{}, places: newPlaces(cfg.PlaceCache),
-		polls: window.NewPace(cfg.PollWindow), fails: window.New(time.Hour)}
+		polls: window.NewPace(cfg.PollWindow), fails: window.New(time.Hour),
+		anonPolls: window.NewPace(cfg.PollWindow), anonFails: window.New(time.Hour)}
 }
 
 // AutomationPolicy is the published policy on suspected automation, given
@@ -355,8 +361,36 @@ func eligible(sale *flashsale.Sale, accountCreated, now time.Time) error {
 var ErrInvalidTicket = &flashsale.Error{Code: flashsale.CodeInvalidToken,
 	Message: "The waiting-room token is not valid for this sale; ask for a new ticket."}
 
-// Status answers a poll from the shopper's ticket token.
+// ErrNotYourTicket: a poll or an answer carried a shopper JWT of another
+// shopper than the ticket's.
+var ErrNotYourTicket = &flashsale.Error{Code: flashsale.CodeInvalidToken,
+	Message: "This waiting-room ticket is another shopper's; ask for your own."}
+
+// errPollingTooFast answers a poll, not bound to the shopper's JWT, of a
+// ticket polled faster than the room asks.
+func errPollingTooFast(retry time.Duration) error {
+	return &flashsale.Error{Code: flashsale.CodeRateLimited, RetryAfter: max(retry, time.Second),
+		Message: "This ticket is polled faster than the waiting room asks; poll when told, with your sign-in (Authorization), and your place is kept."}
+}
+
+// Status answers a poll from the shopper's ticket token that carried no
+// shopper JWT: StatusFor(ctx, sku, ticketToken, "").
 func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, error) {
+	return r.StatusFor(ctx, sku, ticketToken, "")
+}
+
+// StatusFor answers a poll from the shopper's ticket token. userID is the
+// user of the verified shopper JWT the poll carried, or "" for a poll that
+// carried none; a JWT of another user than the ticket's is ErrNotYourTicket.
+//
+// A ticket is no weapon in another's hands: it travels in URLs, logs and
+// referrers, and anyone holding a copy can poll it. So only polls bound to
+// the shopper's JWT count towards the automation hold (polling faster than
+// asked holds the shopper quietly); polls of the ticket alone are counted
+// apart, and past the same limits are answered 429 rate_limited, which
+// slows the copy's holder and holds no one. An admission handed to a copy
+// is useless to anyone else: the reserve checks it against the JWT's user.
+func (r *Room) StatusFor(ctx context.Context, sku, ticketToken, userID string) (Status, error) {
 	snap, err := r.Sale(ctx, sku)
 	if err != nil {
 		return Status{}, err
@@ -365,10 +399,20 @@ func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, err
 	if err != nil || t.SaleID != snap.Sale.ID {
 		return Status{}, ErrInvalidTicket
 	}
+	if userID != "" && userID != t.UserID {
+		return Status{}, ErrNotYourTicket
+	}
 	now := r.cfg.Now()
 	st, _, err := r.status(ctx, snap, t, now)
 	if err != nil {
 		return st, err
+	}
+	if userID == "" {
+		n, early, _ := r.anonPolls.Observe(snap.Sale.ID, t.UserID, now, st.RetryAfter)
+		if n > r.cfg.PollLimit || early > r.cfg.EarlyLimit {
+			return Status{}, errPollingTooFast(st.RetryAfter)
+		}
+		return st, nil
 	}
 	// Flagged once, as the shopper crosses a limit (again in a later
 	// window if it keeps on): a write per poll of a client hammering the
@@ -504,10 +548,20 @@ func (r *Room) admit(ctx context.Context, snap *Snapshot, t token.Ticket, now ti
 var ErrNotAdmitted = &flashsale.Error{Code: "not_admitted",
 	Message: "Your place has not come up; keep polling your status.", RetryAfter: time.Second}
 
-// Admission takes the shopper's solved proof of work and, if it holds and
-// the place is still admitted, returns the admission token (contract:
-// POST /sale/{sku}/admission). A wrong nonce does not spend the salt.
+// Admission takes a solved proof of work that carried no shopper JWT:
+// AdmissionFor(ctx, sku, ticketToken, salt, nonce, "").
 func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce string) (Status, error) {
+	return r.AdmissionFor(ctx, sku, ticketToken, salt, nonce, "")
+}
+
+// AdmissionFor takes the shopper's solved proof of work and, if it holds
+// and the place is still admitted, returns the admission token (contract:
+// POST /sale/{sku}/admission). A wrong nonce does not spend the salt.
+// userID is the user of the verified shopper JWT the request carried, or
+// "": as for StatusFor, only wrong answers bound to the shopper's JWT count
+// towards the automation hold; those of the ticket alone, past the same
+// limit, are answered 429 rate_limited.
+func (r *Room) AdmissionFor(ctx context.Context, sku, ticketToken, salt, nonce, userID string) (Status, error) {
 	snap, err := r.Sale(ctx, sku)
 	if err != nil {
 		return Status{}, err
@@ -515,6 +569,9 @@ func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce stri
 	t, err := r.cfg.Tokens.VerifyTicket(ticketToken)
 	if err != nil || t.SaleID != snap.Sale.ID {
 		return Status{}, ErrInvalidTicket
+	}
+	if userID != "" && userID != t.UserID {
+		return Status{}, ErrNotYourTicket
 	}
 	now := r.cfg.Now()
 	st, admitted, err := r.status(ctx, snap, t, now)
@@ -544,7 +601,12 @@ func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce stri
 		if !errors.Is(err, challenge.ErrFailed) {
 			return Status{}, err
 		}
-		if r.fails.Add(snap.Sale.ID, t.UserID, now) == r.cfg.FailLimit+1 {
+		if userID == "" {
+			if r.anonFails.Add(snap.Sale.ID, t.UserID, now) > r.cfg.FailLimit {
+				return Status{}, &flashsale.Error{Code: flashsale.CodeRateLimited, RetryAfter: time.Minute,
+					Message: "Too many wrong answers for this ticket; answer with your sign-in (Authorization)."}
+			}
+		} else if r.fails.Add(snap.Sale.ID, t.UserID, now) == r.cfg.FailLimit+1 {
 			r.flag(ctx, snap.Sale.ID, t.UserID, "failed the admission challenge repeatedly")
 		}
 		return Status{}, &flashsale.Error{Code: flashsale.CodeChallengeFailed, Message: err.Error()}

@@ -186,6 +186,16 @@ func TestTokenCommand(t *testing.T) {
 	if err != nil || sh.UserID != "bob" || time.Since(sh.AccountCreated) < 47*time.Hour {
 		t.Fatalf("token verifies as %+v, %v", sh, err)
 	}
+	if sh.Instrument != "" {
+		t.Fatalf("a token without --pmf carries an instrument: %+v", sh)
+	}
+	// --pmf: the payment instrument, as the store would vouch for it.
+	if sh, err := v.Verify(strings.TrimSpace(cli(t, "token", "--user", "bob", "--pmf", "card-42")), time.Now()); err != nil || sh.Instrument != "card-42" {
+		t.Fatalf("token --pmf verifies as %+v, %v", sh, err)
+	}
+	if err := run(context.Background(), []string{"token", "--user", "bob", "--pmf", "not a card"}, env(nil), io.Discard, io.Discard); err == nil {
+		t.Fatal("token --pmf with a space minted a token the server refuses")
+	}
 	// The same secret the server is given through its environment.
 	var o, e bytes.Buffer
 	if err := run(context.Background(), []string{"token", "--user", "carol"}, env(map[string]string{"FLASHSALE_USER_JWT_SECRET": "s3cret-s3cret"}), &o, &e); err != nil {
@@ -399,5 +409,40 @@ func TestServeDebugAddr(t *testing.T) {
 	}
 	if _, body := get(debug + "/debug/pprof/"); strings.Contains(body, "admin-secret-4711") {
 		t.Error("the profiles' index shows the admin token")
+	}
+}
+
+// TestServeInstrumentFlags: --instrument-claim names the claim the limits
+// count (flashsale token --pmf --instrument-claim mints it), and the
+// body's paymentFingerprint counts only with --trust-client-instrument.
+func TestServeInstrumentFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		token func(user string) string
+		body  string
+	}{
+		{[]string{"--instrument-claim", "card_fp"}, func(user string) string {
+			return strings.TrimSpace(cli(t, "token", "--user", user, "--pmf", "card-1", "--instrument-claim", "card_fp"))
+		}, ""},
+		{[]string{"--trust-client-instrument"}, func(user string) string {
+			return strings.TrimSpace(cli(t, "token", "--user", user))
+		}, `{"paymentFingerprint":"card-1"}`},
+	} {
+		t.Run(tc.flags[0], func(t *testing.T) {
+			base, _ := startServer(t, t.TempDir(), tc.flags...)
+			cli(t, "sale", "create", "--server", base, "--sku", "card-sale", "--stock", "5", "--opens-at", "+0s")
+			codes := []int{}
+			for _, user := range []string{"ann", "ben"} {
+				auth := map[string]string{"Authorization": "Bearer " + tc.token(user)}
+				_, tk := call(t, "GET", base+"/sale/card-sale/ticket", auth, "")
+				_, st := call(t, "GET", base+"/sale/card-sale/status", map[string]string{"X-Ticket": tk["token"].(string)}, "")
+				auth["X-Admission-Token"], auth["Idempotency-Key"] = st["admissionToken"].(string), "k"
+				code, _ := call(t, "POST", base+"/sale/card-sale/reserve", auth, tc.body)
+				codes = append(codes, code)
+			}
+			if codes[0] != 201 || codes[1] != 409 {
+				t.Fatalf("two accounts on one card: %v, want 201 then 409", codes)
+			}
+		})
 	}
 }

@@ -44,6 +44,7 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&cfg.Edge, "edge", "", "with --target: base URL of an edge (serve --role edge) that answers the waiting room's routes, the target being its origin")
 	fs.StringVar(&cfg.AdminToken, "admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "the target's admin token")
 	fs.StringVar(&cfg.UserJWTSecret, "user-jwt-secret", getenv("FLASHSALE_USER_JWT_SECRET"), "HS256 secret the target verifies shopper JWTs with (empty: the development key)")
+	fs.StringVar(&cfg.InstrumentClaim, "instrument-claim", getenv("FLASHSALE_INSTRUMENT_CLAIM"), "the JWT claim the target reads the payment instrument from (its --instrument-claim; empty: pmf)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 256, "requests in flight against the target")
 	fs.Float64Var(&cfg.Bots, "bots", 0, "share of the crowd that is automation (0 to 1)")
 	fs.Float64Var(&cfg.PayFail, "pay-fail", 0.05, "share of winners whose payment fails (they cancel)")
@@ -147,6 +148,9 @@ func probeInChild(cfg *rehearsal.Config) {
 	argv := []string{exe, "rehearse", "--target", cfg.Target}
 	if cfg.Edge != "" {
 		argv = append(argv, "--edge", cfg.Edge)
+	}
+	if cfg.InstrumentClaim != "" {
+		argv = append(argv, "--instrument-claim", cfg.InstrumentClaim)
 	}
 	cfg.ProbeCommand = append(argv, "--no-progress", "--probe-sku")
 	if cfg.UserJWTSecret != "" {

@@ -74,6 +74,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	outboxMaxConns := fs.Int("outbox-max-conns", 2, "PostgreSQL connections of the outbox relay, a pool apart from --database-max-conns")
 	retireAfter := fs.Duration("retire-after", control.DefaultRetireAfter,
 		"how long a sale stays closed, with no hold pending, before the stock gate and the waiting room forget its holds, keys and places (replays of its reserves are then answered from the record)")
+	instrumentClaim := fs.String("instrument-claim", identity.DefaultInstrumentClaim,
+		"the shopper JWT's claim that carries the payment instrument's fingerprint, which the per-instrument limits count")
+	trustClientInstrument := fs.Bool("trust-client-instrument", false,
+		"count a reserve body's paymentFingerprint where the JWT carries no instrument (--demo sets it; off, the body's value counts for nothing)")
 	debugAddr := fs.String("debug-addr", "", "also serve Go's profiles and execution traces (/debug/pprof/) on this address, apart from --addr; keep it on loopback (empty: none)")
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return err
@@ -175,10 +179,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		RoomSaleInFlight:   *roomSaleInFlight,
 		RetireAfter:        *retireAfter,
 
-		UserJWTAudience:    *jwtAudience,
-		UserJWTIssuer:      *jwtIssuer,
-		UserJWTMaxLifetime: *jwtMaxLifetime,
-		MetricsApart:       metricsLn != nil,
+		UserJWTAudience:       *jwtAudience,
+		UserJWTIssuer:         *jwtIssuer,
+		UserJWTMaxLifetime:    *jwtMaxLifetime,
+		MetricsApart:          metricsLn != nil,
+		InstrumentClaim:       *instrumentClaim,
+		TrustClientInstrument: *trustClientInstrument,
 	})
 	if err != nil {
 		return err

@@ -18,6 +18,8 @@ func tokenCmd(args []string, getenv func(string) string, stdout, stderr io.Write
 	age := fs.Duration("account-age", 720*time.Hour, "how old the account is (acct_created = now - age)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
 	secret := fs.String("user-jwt-secret", "", "HS256 secret the server verifies with (default: the development key)")
+	pmf := fs.String("pmf", "", "the payment instrument's fingerprint, as the store vouches for it (the instrument claim; default none)")
+	claim := fs.String("instrument-claim", identity.DefaultInstrumentClaim, "the claim the server reads the instrument from (its --instrument-claim)")
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return err
 	}
@@ -31,7 +33,11 @@ func tokenCmd(args []string, getenv func(string) string, stdout, stderr io.Write
 	if len(key) == 0 {
 		key = []byte(identity.DevelopmentSecret)
 	}
-	tok, err := identity.MintHS256(key, *user, *age, time.Now(), *ttl)
+	var opts []identity.MintOption
+	if *pmf != "" {
+		opts = append(opts, identity.MintInstrument(*claim, *pmf))
+	}
+	tok, err := identity.MintHS256(key, *user, *age, time.Now(), *ttl, opts...)
 	if err != nil {
 		return err
 	}

@@ -56,6 +56,8 @@ type Sale struct {
 	ChallengeBits        int
 	// Shards is the number of gates the counter is split over.
 	Shards int
+	// Display is how the sale looks on the waiting-room page.
+	Display Display
 
 	// State is the sale's state as last written to the record. The
 	// published state also depends on the time and the live counter; see
@@ -160,7 +162,7 @@ func (s *Sale) Validate() error {
 	case s.Shards < 1 || s.Shards > 64:
 		return Errorf(CodeBadRequest, "shards must be between 1 and 64")
 	}
-	return nil
+	return s.Display.Validate()
 }
 
 // ValidSKU reports whether s could be a sale's SKU: 1 to 128 letters,

@@ -16,7 +16,7 @@ const saleColumns = `sale_id, sku, name, initial_stock, opens_at, closes_at,
 	hold_seconds, per_user_limit, fairness, registration_closes_at,
 	admission_per_second, min_account_age_seconds, challenge_bits, shards,
 	state, pause_reason, paused_at, epoch, seed_commitment, version,
-	created_at, updated_at`
+	created_at, updated_at, display`
 
 func scanSale(row pgx.Row) (*flashsale.Sale, error) {
 	var (
@@ -29,7 +29,7 @@ func scanSale(row pgx.Row) (*flashsale.Sale, error) {
 		&s.HoldSeconds, &s.PerUserLimit, &fairness, &regCloses,
 		&s.AdmissionPerSecond, &s.MinAccountAgeSeconds, &s.ChallengeBits, &s.Shards,
 		&state, &s.PauseReason, &paused, &s.Epoch, &s.SeedCommitment, &s.Version,
-		&created, &updated)
+		&created, &updated, &s.Display)
 	if err != nil {
 		return nil, err
 	}
@@ -83,14 +83,14 @@ func (s *Store) CreateSale(ctx context.Context, sale *flashsale.Sale) (err error
 				hold_seconds, per_user_limit, fairness, registration_closes_at,
 				admission_per_second, min_account_age_seconds, challenge_bits, shards,
 				state, pause_reason, paused_at, epoch, seed_commitment, version,
-				created_at, updated_at)
+				created_at, updated_at, display)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-				$16, $17, $18, $19, $20, $21, $22, $23)`,
+				$16, $17, $18, $19, $20, $21, $22, $23, $24)`,
 			sale.ID, sale.SKU, activeSKU, sale.Name, sale.InitialStock, sale.OpensAt, nullTime(sale.ClosesAt),
 			sale.HoldSeconds, sale.PerUserLimit, string(sale.Fairness), nullTime(sale.RegistrationClosesAt),
 			sale.AdmissionPerSecond, sale.MinAccountAgeSeconds, sale.ChallengeBits, sale.Shards,
 			string(sale.State), sale.PauseReason, nullTime(sale.PausedAt), sale.Epoch, sale.SeedCommitment, sale.Version,
-			sale.CreatedAt, sale.UpdatedAt)
+			sale.CreatedAt, sale.UpdatedAt, sale.Display)
 		if err != nil || len(sale.DrawSeed) == 0 {
 			return err
 		}
@@ -167,7 +167,7 @@ func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, version in
 			name = $3, initial_stock = $4, closes_at = $5, hold_seconds = $6,
 			per_user_limit = $7, admission_per_second = $8,
 			min_account_age_seconds = $9, challenge_bits = $10,
-			seed_commitment = $11,
+			seed_commitment = $11, display = $13,
 			version = version + 1, updated_at = $12
 		WHERE sale_id = $1 AND version = $2
 		RETURNING `+saleColumns,
@@ -175,7 +175,7 @@ func (s *Store) UpdateSale(ctx context.Context, sale *flashsale.Sale, version in
 		sale.Name, sale.InitialStock, nullTime(sale.ClosesAt), sale.HoldSeconds,
 		sale.PerUserLimit, sale.AdmissionPerSecond,
 		sale.MinAccountAgeSeconds, sale.ChallengeBits,
-		sale.SeedCommitment, s.now()))
+		sale.SeedCommitment, s.now(), sale.Display))
 	if errors.Is(err, pgx.ErrNoRows) {
 		var exists bool
 		if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sale_events WHERE sale_id = $1)`, sale.ID).Scan(&exists); err != nil {

@@ -91,7 +91,8 @@ func plainText(name, v string, max int, multiline bool) error {
 		// Control characters, and the bidirectional embeddings, overrides
 		// and isolates, could make the text shown differ from the text
 		// stored (or spill over what follows it on the page).
-		if !unicode.IsGraphic(r) || unicode.Is(unicode.Bidi_Control, r) && r != 0x200e && r != 0x200f {
+		if unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) ||
+			unicode.Is(unicode.Bidi_Control, r) && r != 0x200e && r != 0x200f {
 			return Errorf(CodeBadRequest, "%s must be printable text (no control characters)", name)
 		}
 	}

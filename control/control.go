@@ -116,6 +116,9 @@ type Patch struct {
 	MinAccountAgeSeconds *int
 	ChallengeBits        *int
 	InitialStock         *int
+	// Display, when set, replaces the sale's display as a whole (an
+	// empty one clears it).
+	Display *flashsale.Display
 }
 
 // Update applies p to the SKU's sale if its version is still version. It
@@ -151,6 +154,9 @@ func (s *Service) Update(ctx context.Context, sku string, version int64, p Patch
 	}
 	if p.ChallengeBits != nil {
 		sale.ChallengeBits = *p.ChallengeBits
+	}
+	if p.Display != nil {
+		sale.Display = *p.Display
 	}
 	stockChanged := p.InitialStock != nil && *p.InitialStock != sale.InitialStock
 	if stockChanged {

@@ -45,6 +45,8 @@ type publicSaleJSON struct {
 	// server's clock: a page counts down from it rather than trust the
 	// device's clock.
 	OpensInSeconds *int64 `json:"opensInSeconds,omitempty"`
+	// Display is how the shop wants the sale shown (contract: display).
+	Display *flashsale.Display `json:"display,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -66,6 +68,14 @@ func (s *Server) sale(w http.ResponseWriter, r *http.Request) (*flashsale.Sale, 
 }
 
 func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
+	// One address for people and programs: a browser (HTML in Accept) is
+	// sent to the sale's waiting room, a client gets the JSON, and a
+	// cache keeps the two apart.
+	w.Header().Add("Vary", "Accept")
+	if s.cfg.Page != nil && strings.Contains(r.Header.Get("Accept"), "text/html") && flashsale.ValidSKU(r.PathValue("sku")) {
+		http.Redirect(w, r, "/sale/"+url.PathEscape(r.PathValue("sku"))+"/", http.StatusSeeOther)
+		return
+	}
 	snap, err := s.cfg.Room.Sale(r.Context(), r.PathValue("sku"))
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
@@ -87,6 +97,10 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	out.AutomationPolicy = waitroom.AutomationPolicy
+	if !sale.Display.IsZero() {
+		d := sale.Display
+		out.Display = &d
+	}
 	if sale.Fairness != flashsale.FairnessFIFO {
 		out.SeedCommitment = sale.SeedCommitment
 		out.Policy.DrawAlgorithm = waitroom.DrawAlgorithm

@@ -75,6 +75,9 @@ type SaleInfo struct {
 	ChallengeBits        int                 `json:"challengeBits"`
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
 	Epoch                int64               `json:"epoch"`
+	// Display travels to the edges with the sale, so that their GET
+	// /sale/{sku} publishes it too.
+	Display flashsale.Display `json:"display"`
 }
 
 // InfoOf returns the published part of a sale.
@@ -84,7 +87,7 @@ func InfoOf(s *flashsale.Sale) SaleInfo {
 		OpensAt: s.OpensAt, ClosesAt: s.ClosesAt, HoldSeconds: s.HoldSeconds, PerUserLimit: s.PerUserLimit,
 		Fairness: s.Fairness, RegistrationClosesAt: s.RegistrationClosesAt, AdmissionPerSecond: s.AdmissionPerSecond,
 		MinAccountAgeSeconds: s.MinAccountAgeSeconds, ChallengeBits: s.ChallengeBits, SeedCommitment: s.SeedCommitment,
-		Epoch: s.Epoch,
+		Epoch: s.Epoch, Display: s.Display,
 	}
 }
 
@@ -96,7 +99,7 @@ func (i SaleInfo) Sale() *flashsale.Sale {
 		OpensAt: i.OpensAt, ClosesAt: i.ClosesAt, HoldSeconds: i.HoldSeconds, PerUserLimit: i.PerUserLimit,
 		Fairness: i.Fairness, RegistrationClosesAt: i.RegistrationClosesAt, AdmissionPerSecond: i.AdmissionPerSecond,
 		MinAccountAgeSeconds: i.MinAccountAgeSeconds, ChallengeBits: i.ChallengeBits, SeedCommitment: i.SeedCommitment,
-		Epoch: i.Epoch,
+		Epoch: i.Epoch, Display: i.Display,
 	}
 }
 
@@ -219,7 +222,7 @@ func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, 
 // now (a pause or a change shows at once, not after the TTL).
 func sameSale(info SaleInfo, s *flashsale.Sale) bool {
 	return info.State == s.State && info.Epoch == s.Epoch && info.AdmissionPerSecond == s.AdmissionPerSecond &&
-		info.ClosesAt.Equal(s.ClosesAt) && info.InitialStock == s.InitialStock
+		info.ClosesAt.Equal(s.ClosesAt) && info.InitialStock == s.InitialStock && info.Display == s.Display
 }
 
 // generations is a catalog that says when its sales may have changed

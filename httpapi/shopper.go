@@ -263,6 +263,10 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		out.OpensAt = timePtr(st.OpensAt)
 		in := seconds(st.OpensAt.Sub(s.cfg.Now()))
 		out.OpensInSeconds = &in
+		if st.Position > 0 {
+			// Added to the contract: the place before the open.
+			out.Position = &st.Position
+		}
 	case waitroom.StateWaiting:
 		wait := seconds(st.EstimatedWait)
 		out.Position, out.EstimatedWaitSeconds = &st.Position, &wait

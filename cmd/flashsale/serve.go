@@ -52,6 +52,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	originToken := fs.String("origin-token", "", "edge: the origin's admin token")
 	edgeID := fs.String("edge-id", "", "edge: its name in the origin's sale view (default: host/pid)")
 	demo := fs.Bool("demo", false, "also create a demo sale that opens shortly, and (with the development key) let its page sign in demo shoppers")
+	pageDir := fs.String("page-dir", "", "a directory whose files override the waiting-room page's own (index.html, app.css, i18n/<lang>.json, images...; see docs/page.md)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 15*time.Second, "how long to wait for requests in flight at shutdown")
@@ -126,6 +127,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		OriginToken:      *originToken,
 		EdgeID:           *edgeID,
 		Demo:             *demo,
+		PageDir:          *pageDir,
 		Logger:           logger,
 		EventsSink:       *eventsSink,
 		WebhookURL:       *webhookURL,

@@ -23,9 +23,9 @@ export function transient(a) {
 
 export class Api {
   /**
-   * @param {{sku: string, jwt: () => (string|null), fetch?: typeof fetch, base?: string}} options
+   * @param {{sku: string, jwt?: () => (string|null), fetch?: typeof fetch, base?: string}} options
    */
-  constructor({ sku, jwt, fetch = globalThis.fetch.bind(globalThis), base = '' }) {
+  constructor({ sku, jwt = () => null, fetch = globalThis.fetch.bind(globalThis), base = '' }) {
     this.sku = sku;
     this.jwt = jwt;
     this.fetch = fetch;
@@ -77,7 +77,14 @@ export class Api {
 
   sale() { return this.request('GET', this.saleURL()); }
   ticket() { return this.request('GET', this.saleURL('/ticket'), { auth: true }); }
-  status(token) { return this.request('GET', this.saleURL(`/status?token=${encodeURIComponent(token)}`)); }
+  /**
+   * status polls the place. The ticket travels in the X-Ticket header, out
+   * of URLs and their logs; the query carries it too until every server
+   * reads the header.
+   */
+  status(token) {
+    return this.request('GET', this.saleURL(`/status?token=${encodeURIComponent(token)}`), { headers: { 'X-Ticket': token } });
+  }
   register() { return this.request('POST', this.saleURL('/register'), { auth: true, body: {} }); }
 
   /** admission trades a solved proof of work for an admission token. */

@@ -68,6 +68,9 @@ test('routes, headers and bodies follow the contract', async () => {
   ]);
   assert.equal(requests[0].headers.Authorization, undefined, 'the sale view needs no sign-in');
   assert.equal(requests[1].headers.Authorization, 'Bearer JWT');
+  // The ticket travels in X-Ticket (the query carries it too, until every
+  // server reads the header).
+  assert.equal(requests[2].headers['X-Ticket'], 'tok+/=');
   assert.deepEqual(JSON.parse(requests[4].body), { token: 'tok', salt: 'salt', nonce: '42' });
   assert.equal(requests[5].headers['X-Admission-Token'], 'adm');
   assert.equal(requests[5].headers['Idempotency-Key'], 'key-1');

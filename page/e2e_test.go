@@ -510,3 +510,63 @@ func TestAShopsPageInTheBrowser(t *testing.T) {
 	rec.unhold(cyJWT)
 	cy.waitView("admitted")
 }
+
+// TestWaitAtTheOpenInTheBrowser: a sale created an hour before its open
+// and polled by its crowd all along; half a second after the open (and
+// as long as the first poll takes), the shopper at place p of a sale
+// admitting r a second is told a wait of the order of p/r, not the hours
+// a rate measured while nothing could be admitted once promised.
+func TestWaitAtTheOpenInTheBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	const (
+		rate  = 5
+		ahead = 600
+	)
+	s := newServer(t)
+	b := newBrowser(t, newScreenshots(t, "open"))
+	opens := s.now().Add(time.Hour).Truncate(time.Second)
+	s.createSale("drop", time.Hour, map[string]any{"initialStock": 1000, "admissionPerSecond": rate,
+		"opensAt": opens.Format(time.RFC3339), "display": kicks(s)})
+	toks := make([]string, ahead)
+	for i := range toks {
+		toks[i] = s.ticket("drop", fmt.Sprintf("u%d", i))
+	}
+	// The crowd polls through the hour, and every few seconds as the
+	// open nears.
+	for s.now().Before(opens.Add(-2 * time.Minute)) {
+		s.must(200, "GET", "/sale/drop/status?token="+toks[0], "", nil, nil)
+		s.clock.Advance(time.Minute)
+	}
+	for s.now().Before(opens.Add(-10 * time.Second)) {
+		s.must(200, "GET", "/sale/drop/status?token="+toks[0], "", nil, nil)
+		s.clock.Advance(2 * time.Second)
+	}
+	s.clock.Advance(opens.Add(-5 * time.Second).Sub(s.now()))
+	if err := s.eng.Warmer.WarmOnce(context.Background()); err != nil { // the counter, loaded before the open
+		t.Fatal(err)
+	}
+	zoe := b.open("zoe", s.page("drop", "zoe"))
+	zoe.waitView("scheduled")
+	zoe.waitTrue(fmt.Sprintf(`document.getElementById('scheduled-place').textContent === '%d'`, ahead+1), "her place before the open")
+
+	// The sale opens; the pacer ticks twice (its loop's 250ms), and zoe's
+	// page asks at once (a reload: its place is kept).
+	s.clock.Advance(opens.Sub(s.now()))
+	for range 2 {
+		if err := s.eng.Pacer.TickOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s.clock.Advance(250 * time.Millisecond)
+	}
+	zoe.do(chromedp.Reload())
+	zoe.waitView("waiting")
+	wait := zoe.text("wait")
+	// p/r is 120 s; the page says minutes, rounded up, a quarter on the
+	// safe side: about 2 or 3 minutes.
+	if !regexp.MustCompile(`^about [23] minutes$`).MatchString(wait) {
+		t.Errorf("place %d of a sale admitting %d a second is told %q, want about 2 or 3 minutes", ahead+1, rate, wait)
+	}
+	zoe.shot("waiting-at-the-open")
+}

@@ -287,6 +287,14 @@ func createDemo(ctx context.Context, eng *engine.Engine, base string, stdout io.
 		HoldSeconds:        120,
 		PerUserLimit:       1,
 		AdmissionPerSecond: 20,
+		// What a shop's sale looks like on its page (contract: display).
+		Display: flashsale.Display{
+			Title:       "Limited-edition sneakers",
+			Description: "A demo drop: 100 pairs, one per shopper.\nNothing here is sold or shipped.",
+			ImageURL:    base + "/assets/demo/sneaker.svg",
+			PriceText:   "€ 149",
+			BrandColor:  "#c8102e",
+		},
 	})
 	if err != nil {
 		return err

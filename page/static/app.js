@@ -29,6 +29,7 @@ const ui = {
   deadlines: {}, // countdown element id -> performance.now() deadline (ms)
   firstAnnounced: {}, // view -> true once announced
   lastAnnounce: 0, // performance.now() of the last position announcement
+  lastPosition: 0, // the place it said
   milestones: new Set(), // countdown milestones announced in this view
   notes: {}, // target -> {key, vars}
   releaseArmed: 0,
@@ -110,6 +111,8 @@ function renderSale() {
   const s = ui.sale;
   if (!s || !ui.m) return;
   const d = display();
+  $('sale').hidden = false;
+  $('about').hidden = false;
   brand(d.brandColor);
   image($('shop-logo'), d.logoUrl, t('brand.logo'));
   $('shop-name').hidden = !!webURL(d.logoUrl);
@@ -189,6 +192,9 @@ function render(s, relang = false) {
     for (const id of ['reserve-note', 'reserved-note']) $(id).textContent = '';
   }
   show(s.view);
+  // With no sale to show (none at this address), no product or details.
+  $('sale').hidden = !ui.sale && s.view !== 'loading';
+  $('about').hidden = !ui.sale;
   const fill = VIEWS[s.view];
   if (fill) fill(s, fresh, !relang);
   $('alerts').hidden = !WAITING_VIEWS.has(s.view) && !(s.view === 'sold_out' && !s.final);
@@ -350,6 +356,7 @@ function announceView(s) {
       return;
     case 'waiting':
       ui.lastAnnounce = performance.now();
+      ui.lastPosition = s.position;
       announce(t('announce.waiting', { position: s.position, wait: s.wait === null ? '–' : ui.m.wait(s.wait) }));
       return;
     case 'admitted':

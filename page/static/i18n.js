@@ -42,7 +42,7 @@ export function languageName(lang) {
  */
 export async function loadCatalog(lang, fetchFn = globalThis.fetch.bind(globalThis)) {
   try {
-    const resp = await fetchFn(`/assets/i18n/${encodeURIComponent(lang)}.json`, { cache: 'no-cache' });
+    const resp = await fetchFn(`/assets/i18n/${encodeURIComponent(lang)}.json`);
     return resp.ok ? await resp.json() : {};
   } catch {
     return {};

@@ -367,8 +367,8 @@ func TestWaitingRoomInTheBrowser(t *testing.T) {
 
 	// A lottery: frank signs in as a demo shopper, registers, and has a
 	// place in the draw, with the seed's commitment published.
-	s.createSale("lotto", 2*time.Minute, map[string]any{"name": "Concert tickets", "initialStock": 1,
-		"fairness": "lottery", "registrationClosesAt": s.now().Add(time.Minute).Format(time.RFC3339)})
+	s.createSale("lotto", 10*time.Minute, map[string]any{"name": "Concert tickets", "initialStock": 1,
+		"fairness": "lottery", "registrationClosesAt": s.now().Add(5*time.Minute).Format(time.RFC3339)})
 	frank := b.open("frank", s.page("lotto", ""))
 	frank.waitView("signin")
 	if !frank.visible("demo-go") || !frank.visible("jwt-go") {
@@ -390,7 +390,7 @@ func TestWaitingRoomInTheBrowser(t *testing.T) {
 
 	// Registration closes and the draw runs; gina, who never registered,
 	// is told she is not selected, with the published draw a click away.
-	s.clock.Advance(time.Minute + time.Second)
+	s.clock.Advance(5*time.Minute + time.Second)
 	if err := s.eng.Drawer.DrawDue(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -543,13 +543,13 @@ func TestWaitAtTheOpenInTheBrowser(t *testing.T) {
 		s.must(200, "GET", "/sale/drop/status?token="+toks[0], "", nil, nil)
 		s.clock.Advance(2 * time.Second)
 	}
-	s.clock.Advance(opens.Add(-5 * time.Second).Sub(s.now()))
-	if err := s.eng.Warmer.WarmOnce(context.Background()); err != nil { // the counter, loaded before the open
-		t.Fatal(err)
-	}
+	s.clock.Advance(opens.Add(-30 * time.Second).Sub(s.now()))
 	zoe := b.open("zoe", s.page("drop", "zoe"))
 	zoe.waitView("scheduled")
 	zoe.waitTrue(fmt.Sprintf(`document.getElementById('scheduled-place').textContent === '%d'`, ahead+1), "her place before the open")
+	if err := s.eng.Warmer.WarmOnce(context.Background()); err != nil { // the counter, loaded before the open
+		t.Fatal(err)
+	}
 
 	// The sale opens; the pacer ticks twice (its loop's 250ms), and zoe's
 	// page asks at once (a reload: its place is kept).

@@ -78,6 +78,8 @@ type Sale struct {
 	RequireInstrument bool
 	// Shards is the number of gates the counter is split over.
 	Shards int
+	// Display is how the sale looks on the waiting-room page.
+	Display Display
 
 	// State is the sale's state as last written to the record. The
 	// published state also depends on the time and the live counter; see
@@ -182,7 +184,7 @@ func (s *Sale) Validate() error {
 	case s.Shards < 1 || s.Shards > 64:
 		return Errorf(CodeBadRequest, "shards must be between 1 and 64")
 	}
-	return nil
+	return s.Display.Validate()
 }
 
 // ValidSKU reports whether s could be a sale's SKU, the one grammar of a

@@ -122,6 +122,9 @@ type Patch struct {
 	ChallengeBits        *int
 	InitialStock         *int
 	RequireInstrument    *bool
+	// Display, when set, replaces the sale's display as a whole (an
+	// empty one clears it).
+	Display *flashsale.Display
 }
 
 // Update applies p to the SKU's sale if its version is still version. It
@@ -160,6 +163,9 @@ func (s *Service) Update(ctx context.Context, sku string, version int64, p Patch
 	}
 	if p.RequireInstrument != nil {
 		sale.RequireInstrument = *p.RequireInstrument
+	}
+	if p.Display != nil {
+		sale.Display = *p.Display
 	}
 	stockChanged := p.InitialStock != nil && *p.InitialStock != sale.InitialStock
 	if stockChanged {

@@ -217,7 +217,11 @@ type Config struct {
 	// page, minting development shopper JWTs, but only while shoppers are
 	// verified with the development key: with a real key, minting for
 	// strangers would hand out accounts, so Demo then does nothing.
+	// It also lets the waiting-room page show developer hints.
 	Demo bool
+	// PageDir, when set, is a directory whose files override the
+	// waiting-room page's own (page.Config.Dir).
+	PageDir string
 }
 
 // Engine is an assembled server. Its Handler serves the API; Start runs the
@@ -391,6 +395,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	e.Snapshots = &waitroom.OriginSnapshots{Catalog: e.Catalog, Gate: e.Gate, Store: e.Background, Queue: e.Queue, Now: cfg.Now}
 	e.Pacer = waitroom.NewPacer(waitroom.PacerConfig{Queue: e.Queue, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Holder: cfg.Source, Tick: cfg.PaceTick, AdmissionTTL: cfg.AdmissionTTL, Logger: logger})
+	e.Snapshots.Pacing = e.Pacer
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Catalog: e.Catalog, Tokens: e.Tokens,
@@ -418,7 +423,11 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	if err := e.openRelay(ctx); err != nil {
 		return err
 	}
-	api := httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
+	pg, err := e.page()
+	if err != nil {
+		return err
+	}
+	api := httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: pg,
 		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
@@ -496,11 +505,21 @@ func (e *Engine) openEdge(ctx context.Context) error {
 		Token: cfg.OriginToken, EdgeID: cfg.EdgeID, Now: cfg.Now, Logger: cfg.Logger})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
+	pg, err := e.page()
+	if err != nil {
+		return err
+	}
 	api := httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
-		Page: page.Handler(), MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
+		Page: pg, MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
 		AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
 	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
 	return nil
+}
+
+// page is the waiting room's page as this engine serves it: demo hints
+// only for a --demo server, the shop's files from PageDir.
+func (e *Engine) page() (http.Handler, error) {
+	return page.New(page.Config{Demo: e.Config.Demo, DemoSignIn: e.demoMinter() != nil, Dir: e.Config.PageDir})
 }
 
 // Demo shoppers' accounts are a month old (old enough for any demo sale's

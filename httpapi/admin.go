@@ -28,6 +28,7 @@ type createSaleBody struct {
 	ChallengeBits        int                `json:"challengeBits"`
 	Shards               *int               `json:"shards"`
 	RequireInstrument    bool               `json:"requireInstrument"`
+	Display              *flashsale.Display `json:"display"`
 }
 
 func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
@@ -54,6 +55,9 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
 		MinAccountAgeSeconds: b.MinAccountAgeSeconds,
 		ChallengeBits:        b.ChallengeBits,
 		RequireInstrument:    b.RequireInstrument,
+	}
+	if b.Display != nil {
+		in.Display = *b.Display
 	}
 	if b.ClosesAt != nil {
 		in.ClosesAt = b.ClosesAt.UTC()
@@ -125,6 +129,7 @@ type adminSaleJSON struct {
 	RequireInstrument    bool                `json:"requireInstrument"`
 	Shards               int                 `json:"shards"`
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
+	Display              *flashsale.Display  `json:"display,omitempty"`
 	Epoch                int64               `json:"epoch"`
 	Version              int64               `json:"version"`
 	CreatedAt            time.Time           `json:"createdAt"`
@@ -176,6 +181,10 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		Epoch: sale.Epoch, Version: sale.Version, CreatedAt: sale.CreatedAt.UTC(), UpdatedAt: sale.UpdatedAt.UTC(),
 		Rejections: s.rejections.of(sale.SKU),
 		Invariant:  invariantJSON{OK: true},
+	}
+	if !sale.Display.IsZero() {
+		d := sale.Display
+		v.Display = &d
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -310,6 +319,8 @@ type patchSaleBody struct {
 	ChallengeBits        *int       `json:"challengeBits"`
 	InitialStock         *int       `json:"initialStock"`
 	RequireInstrument    *bool      `json:"requireInstrument"`
+	// Display replaces the sale's display as a whole; {} clears it.
+	Display *flashsale.Display `json:"display"`
 }
 
 func (s *Server) patchSale(w http.ResponseWriter, r *http.Request) {
@@ -326,7 +337,7 @@ func (s *Server) patchSale(w http.ResponseWriter, r *http.Request) {
 	sale, err := s.cfg.Control.Update(r.Context(), r.PathValue("sku"), version, control.Patch{
 		Name: b.Name, ClosesAt: b.ClosesAt, AdmissionPerSecond: b.AdmissionPerSecond, HoldSeconds: b.HoldSeconds,
 		PerUserLimit: b.PerUserLimit, MinAccountAgeSeconds: b.MinAccountAgeSeconds, ChallengeBits: b.ChallengeBits,
-		InitialStock: b.InitialStock, RequireInstrument: b.RequireInstrument,
+		InitialStock: b.InitialStock, RequireInstrument: b.RequireInstrument, Display: b.Display,
 	})
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)

@@ -49,6 +49,8 @@ type publicSaleJSON struct {
 	// server's clock: a page counts down from it rather than trust the
 	// device's clock.
 	OpensInSeconds *int64 `json:"opensInSeconds,omitempty"`
+	// Display is how the shop wants the sale shown (contract: display).
+	Display *flashsale.Display `json:"display,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -70,6 +72,14 @@ func (s *Server) sale(w http.ResponseWriter, r *http.Request) (*flashsale.Sale, 
 }
 
 func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
+	// One address for people and programs: a browser (HTML in Accept) is
+	// sent to the sale's waiting room, a client gets the JSON, and a
+	// cache keeps the two apart.
+	w.Header().Add("Vary", "Accept")
+	if s.cfg.Page != nil && strings.Contains(r.Header.Get("Accept"), "text/html") && flashsale.ValidSKU(r.PathValue("sku")) {
+		http.Redirect(w, r, "/sale/"+url.PathEscape(r.PathValue("sku"))+"/", http.StatusSeeOther)
+		return
+	}
 	snap, err := s.cfg.Room.Sale(r.Context(), r.PathValue("sku"))
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
@@ -92,6 +102,10 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	out.AutomationPolicy = waitroom.AutomationPolicy
+	if !sale.Display.IsZero() {
+		d := sale.Display
+		out.Display = &d
+	}
 	if sale.Fairness != flashsale.FairnessFIFO {
 		out.SeedCommitment = sale.SeedCommitment
 		out.Policy.DrawAlgorithm = waitroom.DrawAlgorithm
@@ -276,6 +290,10 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		out.OpensAt = timePtr(st.OpensAt)
 		in := seconds(st.OpensAt.Sub(s.cfg.Now()))
 		out.OpensInSeconds = &in
+		if st.Position > 0 {
+			// Added to the contract: the place before the open.
+			out.Position = &st.Position
+		}
 	case waitroom.StateWaiting:
 		wait := seconds(st.EstimatedWait)
 		out.Position, out.EstimatedWaitSeconds = &st.Position, &wait

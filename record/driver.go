@@ -113,8 +113,8 @@ type SaleStatements interface {
 	// UpdateSale writes the sale's editable fields (Name, InitialStock,
 	// ClosesAt, HoldSeconds, PerUserLimit, AdmissionPerSecond,
 	// MinAccountAgeSeconds, ChallengeBits, SeedCommitment,
-	// RequireInstrument), version+1 and updated_at at, if the sale is at
-	// version; it returns the row as written (SaleColumns).
+	// RequireInstrument, Display), version+1 and updated_at at, if the sale
+	// is at version; it returns the row as written (SaleColumns).
 	UpdateSale(ctx context.Context, sale *flashsale.Sale, version int64, at time.Time) Row
 
 	// SaleExists reports whether the sale exists.

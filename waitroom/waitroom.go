@@ -141,7 +141,8 @@ const (
 // Status is the answer to a poll.
 type Status struct {
 	State State
-	// OpensAt, for StateScheduled.
+	// OpensAt, for StateScheduled, and Position, the place the shopper
+	// will have at the open (zero until a draw gives it).
 	OpensAt time.Time
 	// Position is the places ahead plus one and EstimatedWait a
 	// conservative estimate, for StateWaiting; UnitsLeft and Chance give
@@ -458,8 +459,10 @@ func (r *Room) status(ctx context.Context, snap *Snapshot, t token.Ticket, now t
 		return st, false, nil
 	}
 	if now.Before(sale.OpensAt) {
-		_, wait := r.ahead(snap, t.Position, now)
-		st.State, st.OpensAt, st.RetryAfter = StateScheduled, sale.OpensAt, pollAfter(wait)
+		// The place is shown before the open too (zero while a draw has
+		// yet to give it).
+		ahead, wait := r.ahead(snap, t.Position, now)
+		st.State, st.OpensAt, st.Position, st.RetryAfter = StateScheduled, sale.OpensAt, ahead, pollAfter(wait)
 		return st, false, nil
 	}
 	if !snap.Loaded {
@@ -631,6 +634,11 @@ func chance(ahead int64, snap *Snapshot) string {
 	return ChanceUnlikely
 }
 
+// WaitMargin is the published margin of wait estimates: a quarter more
+// than the rate promises, so that shoppers are told too long rather than
+// too short, and never much too long.
+const WaitMargin = 1.25
+
 // ahead returns how many places are ahead of position plus one (0 once
 // admitted) and a conservative estimate of the wait.
 func (r *Room) ahead(snap *Snapshot, position int64, now time.Time) (int64, time.Duration) {
@@ -654,17 +662,38 @@ func (r *Room) ahead(snap *Snapshot, position int64, now time.Time) (int64, time
 	}
 	ahead := position - upTo
 	wait := untilOpen
-	rate := snap.Rate
-	if rate <= 0 || untilOpen > 0 {
-		rate = float64(sale.AdmissionPerSecond)
-	}
-	if rate > 0 {
-		// Conservative: a quarter more than the measured rate promises, so
-		// shoppers are told too long rather than too short.
-		secs := float64(ahead) / rate * 1.25
+	if rate := admissionRate(snap, untilOpen > 0); rate > 0 {
+		secs := float64(ahead) / rate * WaitMargin
 		wait += time.Duration(math.Ceil(secs)) * time.Second
 	}
 	return ahead, wait
+}
+
+// admissionRate is the rate a wait is estimated at: what the room will
+// admit (planned), or, once the sale is open, the measured rate where it
+// is clearly slower (the stock holding admissions back); never under the
+// pacer's own floor, a fiftieth of the sale's rate, so that a room that
+// admitted nobody for a while does not promise a shopper days. A measure
+// within a tenth of the plan is the plan, seen through the pacer's ticks.
+func admissionRate(snap *Snapshot, beforeOpen bool) float64 {
+	rate := planned(snap)
+	if rate <= 0 {
+		return 0
+	}
+	if !beforeOpen && snap.Rate > 0 && snap.Rate < 0.9*rate {
+		rate = snap.Rate
+	}
+	return math.Max(rate, paceFloor(float64(snap.Sale.AdmissionPerSecond)))
+}
+
+// planned is the rate the room will admit at: the pacer's while it holds
+// admissions back, else the sale's admissionPerSecond.
+func planned(snap *Snapshot) float64 {
+	ceiling := float64(snap.Sale.AdmissionPerSecond)
+	if snap.Pace > 0 && snap.Pace < ceiling {
+		return snap.Pace
+	}
+	return ceiling
 }
 
 // farBehind is how often a shopper is asked to poll while sold out is not

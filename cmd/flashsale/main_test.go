@@ -128,8 +128,11 @@ func TestServeSaleAndShutdown(t *testing.T) {
 	dir := t.TempDir()
 	base, stop := startServer(t, dir)
 
-	out := cli(t, "sale", "create", "--server", base, "--sku", "cli-shoe", "--stock", "3", "--opens-at", "+0s", "--hold-seconds", "600")
-	if !strings.Contains(out, `"sku": "cli-shoe"`) || !strings.Contains(out, `"initialStock": 3`) {
+	out := cli(t, "sale", "create", "--server", base, "--sku", "cli-shoe", "--stock", "3", "--opens-at", "+0s", "--hold-seconds", "600",
+		"--title", "Cli shoe", "--brand-color", "#112233", "--shop-url", "https://shop.example.com/")
+	if !strings.Contains(out, `"sku": "cli-shoe"`) || !strings.Contains(out, `"initialStock": 3`) ||
+		!strings.Contains(out, `"title": "Cli shoe"`) || !strings.Contains(out, `"brandColor": "#112233"`) ||
+		!strings.Contains(out, `"shopUrl": "https://shop.example.com/"`) {
 		t.Fatalf("create printed:\n%s", out)
 	}
 	if out := cli(t, "sale", "list", "--server", base); !strings.Contains(out, "cli-shoe") || !strings.Contains(out, "SKU") {

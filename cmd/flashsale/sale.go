@@ -46,6 +46,7 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 		stock, hold, perUser, rate, challenge, shards, limit        *int
 		minAge                                                      *time.Duration
 		cancelOrders                                                *bool
+		display                                                     map[string]*string
 	)
 	switch sub {
 	case "create":
@@ -62,6 +63,16 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 		minAge = fs.Duration("min-account-age", 0, "minimum account age, e.g. 720h")
 		challenge = fs.Int("challenge-bits", 0, "proof-of-work difficulty at admission (0: none)")
 		shards = fs.Int("shards", 1, "gates the counter is split over")
+		// The sale's display on the waiting-room page (contract: display).
+		display = map[string]*string{
+			"title":       fs.String("title", "", "page: the product's title (plain text)"),
+			"description": fs.String("description", "", "page: the product's description (plain text)"),
+			"imageUrl":    fs.String("image-url", "", "page: the product's image (an http(s) URL)"),
+			"priceText":   fs.String("price-text", "", "page: the price as shown, e.g. \"€ 199\""),
+			"shopUrl":     fs.String("shop-url", "", "page: where shoppers go after the sale (an http(s) URL)"),
+			"brandColor":  fs.String("brand-color", "", "page: the shop's colour, #rrggbb"),
+			"logoUrl":     fs.String("logo-url", "", "page: the shop's logo (an http(s) URL)"),
+		}
 	case "pause":
 		reason = fs.String("reason", "", "why the sale is paused")
 	case "counter-log":
@@ -109,6 +120,15 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 				return usageError{fmt.Sprintf("sale create: %s: %v", t.key, err)}
 			}
 			body[t.key] = at
+		}
+		d := map[string]string{}
+		for k, v := range display {
+			if *v != "" {
+				d[k] = *v
+			}
+		}
+		if len(d) > 0 {
+			body["display"] = d
 		}
 		return c.do(ctx, http.MethodPost, "/admin/sales", body, stdout)
 	case "list":

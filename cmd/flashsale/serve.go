@@ -62,6 +62,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	originToken := fs.String("origin-token", "", "edge: the origin's admin token")
 	edgeID := fs.String("edge-id", "", "edge: its name in the origin's sale view (default: host/pid)")
 	demo := fs.Bool("demo", false, "also create a demo sale that opens shortly, and (with the development key) let its page sign in demo shoppers")
+	pageDir := fs.String("page-dir", "", "a directory whose files override the waiting-room page's own (index.html, app.css, i18n/<lang>.json, images...; see docs/page.md)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 15*time.Second, "how long to wait for requests in flight at shutdown")
@@ -163,6 +164,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		OriginToken:      *originToken,
 		EdgeID:           *edgeID,
 		Demo:             *demo,
+		PageDir:          *pageDir,
 		Logger:           logger,
 		EventsSink:       *eventsSink,
 		WebhookURL:       *webhookURL,
@@ -399,6 +401,14 @@ func createDemo(ctx context.Context, eng *engine.Engine, base string, stdout io.
 		HoldSeconds:        120,
 		PerUserLimit:       1,
 		AdmissionPerSecond: 20,
+		// What a shop's sale looks like on its page (contract: display).
+		Display: flashsale.Display{
+			Title:       "Limited-edition sneakers",
+			Description: "A demo drop: 100 pairs, one per shopper.\nNothing here is sold or shipped.",
+			ImageURL:    base + "/assets/demo/sneaker.svg",
+			PriceText:   "€ 149",
+			BrandColor:  "#c8102e",
+		},
 	})
 	if err != nil {
 		return err

@@ -201,6 +201,9 @@ type Config struct {
 type Engine struct {
 	Config  Config
 	Handler http.Handler
+	// API is the server behind Handler, whose live feed Start and Stop
+	// run.
+	API *httpapi.Server
 	// Store is the record as the purchase path uses it; Background as
 	// the background services and the operator routes do. On PostgreSQL
 	// each has a pool of its own; on SQLite they are one store.
@@ -367,11 +370,12 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if err := e.openRelay(ctx); err != nil {
 		return nil, err
 	}
-	e.Handler = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
+	e.API = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
 		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
 		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
+	e.Handler = e.API
 	return e, nil
 }
 
@@ -412,9 +416,10 @@ func (e *Engine) openEdge(ctx context.Context) error {
 		Token: cfg.OriginToken, EdgeID: cfg.EdgeID, Now: cfg.Now, Logger: cfg.Logger})
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
-	e.Handler = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
+	e.API = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
 		Page: page.Handler(), MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
 		Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+	e.Handler = e.API
 	return nil
 }
 
@@ -797,6 +802,7 @@ func (e *Engine) Start(ctx context.Context) {
 	if e.Relay != nil {
 		e.Relay.Start(ctx)
 	}
+	e.API.Start(ctx)
 }
 
 // Stop stops the background services and waits for their rounds.
@@ -805,6 +811,7 @@ func (e *Engine) Stop() {
 		e.Edge.Stop()
 		return
 	}
+	e.API.Stop()
 	if e.Relay != nil {
 		e.Relay.Stop()
 	}
@@ -817,6 +824,15 @@ func (e *Engine) Stop() {
 	e.Drawer.Stop()
 	e.Retirer.Stop()
 	e.Warmer.Stop()
+}
+
+// CloseStreams ends the server's open live streams (the operator's
+// feeds), so that a graceful shutdown does not wait on them: give it to
+// http.Server.RegisterOnShutdown.
+func (e *Engine) CloseStreams() {
+	if e.API != nil {
+		e.API.CloseStreams()
+	}
 }
 
 // RecordCalls returns the calls made to the record so far, and how many of

@@ -96,6 +96,8 @@ type Server struct {
 	mux        *http.ServeMux
 	rejections rejections
 	edges      edgeRegistry
+	// live produces the live feed (live.go); nil at an edge.
+	live *liveHub
 }
 
 // New returns a Server.
@@ -110,6 +112,9 @@ func New(cfg Config) *Server {
 		cfg.Role = RoleAll
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.Role != RoleEdge {
+		s.live = newLiveHub(s)
+	}
 	s.routes()
 	return s
 }
@@ -138,7 +143,7 @@ func (s *Server) routes() {
 
 	if origin {
 		// The purchase path.
-		m.HandleFunc("POST /sale/{sku}/reserve", s.postReserve)
+		m.HandleFunc("POST /sale/{sku}/reserve", s.countReserves(s.postReserve))
 		m.HandleFunc("GET /reservations/{id}", s.getReservation)
 		m.HandleFunc("POST /reservations/{id}/confirm", s.postConfirm)
 		m.HandleFunc("DELETE /reservations/{id}", s.deleteReservation)
@@ -147,6 +152,8 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /admin/sales", s.admin(s.createSale))
 		m.HandleFunc("GET /admin/sales", s.admin(s.listSales))
 		m.HandleFunc("GET /admin/sales/{sku}", s.admin(s.showSale))
+		m.HandleFunc("GET /admin/sales/{sku}/live", s.admin(s.liveSale))
+		m.HandleFunc("GET /admin/live", s.admin(s.liveList))
 		m.HandleFunc("PATCH /admin/sales/{sku}", s.admin(s.patchSale))
 		m.HandleFunc("POST /admin/sales/{sku}/pause", s.admin(s.pauseSale))
 		m.HandleFunc("POST /admin/sales/{sku}/resume", s.admin(s.resumeSale))
@@ -280,6 +287,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap gives http.ResponseController the writer underneath, to flush
+// the live feed's events and set its deadlines.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	if !r.wrote {

@@ -175,6 +175,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(eng.CloseStreams)
 	runCtx, stopServices := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServices()
 	eng.Start(runCtx)

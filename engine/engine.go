@@ -34,6 +34,7 @@ import (
 	"github.com/flashsale/flashsale/bulkhead"
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/challenge"
+	"github.com/flashsale/flashsale/console"
 	"github.com/flashsale/flashsale/control"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/identity"
@@ -371,7 +372,7 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		return nil, err
 	}
 	e.API = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
-		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
+		MintDemoToken: e.demoMinter(), Console: console.Handler(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
 		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})

@@ -450,3 +450,46 @@ func seriesOf(t *testing.T, e *engine.Engine, sku string) int {
 	}
 	return n
 }
+
+// The console's page and files hold no data: with an admin token they are
+// served to anyone (a browser opening a page cannot send the token; every
+// figure is fetched with it); without one, only on loopback, like the
+// operator routes.
+func TestConsolePageServed(t *testing.T) {
+	get := func(h http.Handler, path, remote string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", path, nil)
+		req.RemoteAddr = remote
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	open := newHarness(t, backends[0])
+	w := get(open.eng.Handler, "/admin/", "127.0.0.1:5000")
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "/admin/assets/console.js") ||
+		!strings.Contains(w.Header().Get("Content-Security-Policy"), "script-src 'self'") {
+		t.Fatalf("GET /admin/ on loopback: %d %q %s", w.Code, w.Header(), w.Body.String()[:min(200, w.Body.Len())])
+	}
+	if w := get(open.eng.Handler, "/admin/assets/console.js", "127.0.0.1:5000"); w.Code != http.StatusOK ||
+		!strings.Contains(w.Header().Get("Content-Type"), "javascript") {
+		t.Fatalf("GET console.js: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+	if w := get(open.eng.Handler, "/admin/", "192.0.2.7:5000"); w.Code != http.StatusForbidden {
+		t.Fatalf("GET /admin/ from afar without an admin token: %d, want 403", w.Code)
+	}
+	for _, p := range []string{"/admin/assets/", "/admin/assets/nope.js"} {
+		if w := get(open.eng.Handler, p, "127.0.0.1:5000"); w.Code != http.StatusNotFound {
+			t.Fatalf("GET %s: %d, want 404", p, w.Code)
+		}
+	}
+
+	guarded := newHarness(t, backends[0], func(c *engine.Config) { c.AdminToken = "s3cret" })
+	if w := get(guarded.eng.Handler, "/admin/", "192.0.2.7:5000"); w.Code != http.StatusOK {
+		t.Fatalf("GET /admin/ from afar with an admin token configured: %d, want the page", w.Code)
+	}
+	if w := get(guarded.eng.Handler, "/admin/sales", "192.0.2.7:5000"); w.Code != http.StatusUnauthorized {
+		t.Fatalf("GET /admin/sales without the token: %d, want 401", w.Code)
+	}
+	if w := get(guarded.eng.Handler, "/admin/live", "192.0.2.7:5000"); w.Code != http.StatusUnauthorized {
+		t.Fatalf("GET /admin/live without the token: %d, want 401", w.Code)
+	}
+}

@@ -91,7 +91,6 @@ type liveHub struct {
 	mu     sync.Mutex
 	sales  map[string]*liveSale // by SKU
 	lists  map[*liveSub]struct{}
-	list   *liveFrame // the last summary of every tracked sale
 	lastID int64
 	// active is the SKUs of the sales that were not closed at activeAt
 	// (wall time).
@@ -196,6 +195,10 @@ type liveJSON struct {
 	At        time.Time  `json:"at"`
 	SoldOutAt *time.Time `json:"soldOutAt"`
 	Rates     liveRates  `json:"rates"`
+	// PauseCause, while paused, is who paused the sale: "operator", or
+	// the engine failing closed ("gate", "invariant"); see
+	// control.PauseCause.
+	PauseCause string `json:"pauseCause,omitempty"`
 }
 
 // liveSummary is one sale's line in the event `sales` of GET /admin/live.
@@ -427,6 +430,9 @@ func (h *liveHub) buildLocked(ctx context.Context, ls *liveSale) {
 	}
 	out := liveJSON{adminSaleJSON: v, At: now.UTC(), SoldOutAt: timePtr(ls.soldOutAt),
 		Rates: rates(&ls.samples[0], &sample)}
+	if sale.State == flashsale.SalePaused {
+		out.PauseCause = control.PauseCause(sale.PauseReason)
+	}
 	point := livePoint{At: now.UTC(), UnitsLeft: v.Counter, Waiting: v.Waiting, Pending: v.Pending, Confirmed: v.Confirmed}
 	if prev != nil {
 		r := rates(prev, &sample)
@@ -501,6 +507,18 @@ func (h *liveHub) publishList() {
 	if len(h.lists) == 0 {
 		return
 	}
+	f := h.listFrame()
+	if f == nil {
+		return
+	}
+	for sub := range h.lists {
+		send(sub, f)
+	}
+}
+
+// listFrame encodes the summary of every tracked sale as an event `sales`.
+// Called with h.mu held.
+func (h *liveHub) listFrame() *liveFrame {
 	lines := make([]liveSummary, 0, len(h.sales))
 	for _, ls := range h.sales {
 		if ls.summary.SKU == "" {
@@ -512,12 +530,9 @@ func (h *liveHub) publishList() {
 	}
 	data, err := json.Marshal(map[string]any{"sales": lines})
 	if err != nil {
-		return
+		return nil
 	}
-	h.list = h.frame("sales", data, h.s.cfg.Now())
-	for sub := range h.lists {
-		send(sub, h.list)
-	}
+	return h.frame("sales", data, h.s.cfg.Now())
 }
 
 // spark picks at most n points of units left, evenly over the history.
@@ -809,8 +824,13 @@ func (s *Server) liveList(w http.ResponseWriter, r *http.Request) {
 	}
 	sub := &liveSub{ch: make(chan *liveFrame, liveBuffer), gone: make(chan struct{})}
 	h.lists[sub] = struct{}{}
-	stale := time.Since(h.roundAt) >= h.interval
-	last := h.list
+	never := h.roundAt.IsZero()
+	if !never {
+		// The last round's figures at once.
+		if f := h.listFrame(); f != nil {
+			send(sub, f)
+		}
+	}
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -818,10 +838,9 @@ func (s *Server) liveList(w http.ResponseWriter, r *http.Request) {
 		h.mu.Unlock()
 		sub.close()
 	}()
-	if stale {
+	if never {
+		// No producer runs (a server that was not started): a round now.
 		_ = h.roundOnce(r.Context())
-	} else if last != nil {
-		send(sub, last)
 	}
 	startStream(w).pump(r.Context(), sub, h.done)
 }
@@ -894,4 +913,23 @@ func (st *stream) pump(ctx context.Context, sub *liveSub, done <-chan struct{}) 
 			beat.Reset(liveHeartbeat)
 		}
 	}
+}
+
+// consolePage guards the console's page and files: they hold no data (the
+// browser cannot send the admin token when it opens a page, and every
+// figure the page shows is fetched with it), so with an admin token they
+// are served to anyone; without one, like every operator route, only on
+// loopback.
+func (s *Server) consolePage(h http.Handler) http.Handler {
+	if s.cfg.AdminToken != "" {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopback(r.RemoteAddr) {
+			writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeForbidden,
+				"No admin token is configured, so the operator console answers only on loopback."))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

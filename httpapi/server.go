@@ -58,6 +58,9 @@ type Config struct {
 	// only for a --demo server whose shoppers are verified with the
 	// well-known development key (with which anyone can mint anyway).
 	MintDemoToken func(user string) (token string, ttl time.Duration, err error)
+	// Console serves the operator's console at /admin/ and its files
+	// under /admin/assets/ (package console).
+	Console http.Handler
 
 	Catalog    *catalog.Catalog
 	Purchase   *purchase.Service
@@ -171,6 +174,10 @@ func (s *Server) routes() {
 		m.HandleFunc("GET /admin/outbox/dead", s.admin(s.deadEvents))
 		m.HandleFunc("POST /admin/outbox/{id}/replay", s.admin(s.replayEvent))
 		m.HandleFunc("GET "+waitroom.SnapshotsPath, s.admin(s.edgeSnapshots))
+		if s.cfg.Console != nil {
+			m.Handle("GET /admin/{$}", s.consolePage(s.cfg.Console))
+			m.Handle("GET /admin/assets/", s.consolePage(s.cfg.Console))
+		}
 		m.HandleFunc("/admin/", s.unmatched(s.admin(s.notFound)))
 	}
 

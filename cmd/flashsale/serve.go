@@ -26,7 +26,7 @@ import (
 // already in the record), background services stopped, stores closed.
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // where --help prints (parseFlags)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	dataDir := fs.String("data-dir", "./data", "where the embedded store keeps its file (and the generated token key)")
 	redisURL := fs.String("redis-url", "", "redis://host:port/db puts the stock gate in Redis; redis://host:port?addr=host:port&addr=host:port a Redis Cluster")
@@ -175,6 +175,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(eng.CloseStreams)
 	srv.RegisterOnShutdown(eng.CloseStreams)
 	runCtx, stopServices := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServices()

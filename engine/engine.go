@@ -415,6 +415,7 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	e.Queue = fsredis.NewQueue(client, cfg.RedisPrefix)
 	e.Edge = waitroom.NewEdgeSnapshots(waitroom.EdgeConfig{Origin: strings.TrimRight(cfg.OriginURL, "/"),
 		Token: cfg.OriginToken, EdgeID: cfg.EdgeID, Now: cfg.Now, Logger: cfg.Logger})
+	e.Metrics.EdgeSnapshots(e.Edge.Fetched, cfg.Now)
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
 	e.API = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,

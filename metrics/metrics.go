@@ -517,3 +517,25 @@ func (m *Metrics) RecordPool(name string, stat func() (inUse, max int32)) {
 		}, func() float64 { _, n := stat(); return float64(n) }),
 	)
 }
+
+// EdgeSnapshots publishes, at an edge, how long ago it last fetched the
+// sales' snapshots from its origin (fetched; zero before the first fetch,
+// then the age is counted from started). An edge that cannot refresh
+// answers from its last snapshots for a few seconds, then turns shoppers
+// away with 503: the age is what says so first.
+func (m *Metrics) EdgeSnapshots(fetched, now func() time.Time) {
+	if m == nil {
+		return
+	}
+	started := now()
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "flashsale_edge_snapshots_age_seconds",
+		Help: "Seconds since this edge last fetched the sales' snapshots from its origin.",
+	}, func() float64 {
+		at := fetched()
+		if at.IsZero() {
+			at = started
+		}
+		return now().Sub(at).Seconds()
+	}))
+}

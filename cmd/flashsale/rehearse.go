@@ -121,8 +121,8 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		fmt.Fprintf(stdout, "\nReport written to %s\n", report)
 	}
-	if rep.Oversold > 0 {
-		return fmt.Errorf("oversold by %d units", rep.Oversold)
+	if pass, why := rep.Verdict(); !pass {
+		return fmt.Errorf("the rehearsal failed: %s", why)
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ func TestFunnelRowsAddUp(t *testing.T) {
 func TestVerdict(t *testing.T) {
 	good := func() *Report {
 		return &Report{Config: Config{Users: 10}, Store: storeFigures{Initial: 5, Confirmed: 5},
-			Funnel: []FunnelRow{{Name: "told sold out", Count: 5, Final: true}, {Name: "bought", Count: 5, Stage: true, Final: true}},
+			Funnel:      []FunnelRow{{Name: "told sold out", Count: 5, Final: true}, {Name: "bought", Count: 5, Stage: true, Final: true}},
 			SoldOutSeen: true, SoldOutAnnounced: 200 * time.Millisecond}
 	}
 	if pass, why := good().Verdict(); !pass || !strings.Contains(why, "nothing oversold") || !strings.Contains(why, "all 10 shoppers") {

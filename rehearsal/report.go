@@ -63,8 +63,8 @@ type Report struct {
 	SoldOutAt float64
 	// Funnel is where each shopper ended: its Final rows add up to the
 	// crowd (FunnelEnds).
-	Funnel []FunnelRow
-	StalePolls       int64
+	Funnel     []FunnelRow
+	StalePolls int64
 	// PeakMemory is the process's peak resident memory.
 	PeakMemory      uint64
 	EventsPublished int64

@@ -113,9 +113,9 @@ type tab struct {
 	exceptions []string
 }
 
-// open opens url in a new tab of width × height CSS pixels, with a storage
-// of its own.
-func (b *browser) open(name, url string, width, height int64, mobile bool) *tab {
+// open opens url in a new tab of width × height CSS pixels at the scale
+// (device pixels per CSS pixel), with a storage of its own.
+func (b *browser) open(name, url string, width, height int64, scale float64, mobile bool) *tab {
 	b.t.Helper()
 	ctx, cancel := chromedp.NewContext(b.ctx, chromedp.WithNewBrowserContext())
 	b.t.Cleanup(cancel)
@@ -143,7 +143,7 @@ func (b *browser) open(name, url string, width, height int64, mobile bool) *tab 
 			b.t.Errorf("%s's console threw: %s", name, e)
 		}
 	})
-	opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(2)}
+	opts := []chromedp.EmulateViewportOption{chromedp.EmulateScale(scale)}
 	if mobile {
 		opts = append(opts, chromedp.EmulateMobile)
 	}

@@ -225,7 +225,7 @@ function openSale(sku) {
     st.settingsDirty = false;
     st.displayDirty = false;
     st.orders = [];
-    show('orders-box', false);
+    show('orders-rows', false);
     show('orders-more', false);
     for (const id of ['action-result', 'settings-result', 'display-result', 'orders-result']) show(id, false);
   }
@@ -646,7 +646,7 @@ async function loadOrders() {
   if (!a.ok) return result('orders-result', 'error', `Could not list the orders: ${failed(a)}`);
   st.orders = a.body.orders.sort((x, y) => String(y.createdAt).localeCompare(String(x.createdAt)));
   st.ordersShown = Math.max(st.ordersShown, ORDERS_PAGE);
-  show('orders-box', true);
+  show('orders-rows', true);
   setText('orders-load', 'Reload the orders');
   renderOrders();
   if (st.orders.length === 0) result('orders-result', 'ok', 'No order yet.');
@@ -654,19 +654,18 @@ async function loadOrders() {
 
 function renderOrders() {
   const rows = st.orders.slice(0, st.ordersShown).map((o) => {
-    const tr = document.createElement('tr');
-    const id = document.createElement('td');
-    const code = document.createElement('code');
-    code.textContent = o.orderId;
-    id.append(code);
-    const who = document.createElement('td');
+    const li = document.createElement('li');
+    const head = document.createElement('p');
+    const who = document.createElement('b');
     who.textContent = o.userId;
-    const n = document.createElement('td');
-    n.className = 'num';
-    n.textContent = String(o.quantity);
-    const state = document.createElement('td');
+    const state = document.createElement('span');
+    state.className = `order-state ${o.state}`;
     state.textContent = o.state;
-    const acts = document.createElement('td');
+    head.append(who, ` · ${o.quantity} unit${o.quantity === 1 ? '' : 's'} · `, state, ` · ${clock(Date.parse(o.createdAt))} UTC`);
+    const id = document.createElement('code');
+    id.textContent = o.orderId;
+    const acts = document.createElement('div');
+    acts.className = 'order-actions';
     for (const to of MOVES[o.state] || []) {
       const b = document.createElement('button');
       b.type = 'button';
@@ -675,8 +674,8 @@ function renderOrders() {
       b.addEventListener('click', () => moveOrder(o, to));
       acts.append(b);
     }
-    tr.append(id, who, n, state, acts);
-    return tr;
+    li.append(head, id, acts);
+    return li;
   });
   $('orders-rows').replaceChildren(...rows);
   show('orders-more', st.orders.length > st.ordersShown);

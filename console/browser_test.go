@@ -212,7 +212,7 @@ func (tb *tab) click(id string) {
 // fill replaces the value of the input with the id, as typing would.
 func (tb *tab) fill(id, value string) {
 	tb.t.Helper()
-	tb.eval(fmt.Sprintf(`document.getElementById(%q).value = ''; ''`, id))
+	tb.eval(fmt.Sprintf(`(e => { e.focus(); e.value = ''; e.dispatchEvent(new Event('input', {bubbles: true})); return '' })(document.getElementById(%q))`, id))
 	tb.do(chromedp.SendKeys(chromedp.CSS("#"+id), value))
 }
 
@@ -250,7 +250,7 @@ func (tb *tab) shot(name string) {
 	if w := tb.eval(`String(document.documentElement.scrollWidth - window.innerWidth)`); w != "0" && !strings.HasPrefix(name, "failed") {
 		tb.t.Errorf("%s: the console is %s px wider than the screen", name, w)
 	}
-	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
 	defer cancel()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

@@ -215,9 +215,17 @@ func TestLiveFeedFigures(t *testing.T) {
 func TestLiveFeedResumes(t *testing.T) {
 	h := newHarness(t, backends[0])
 	h.createSale("LIVE2", map[string]any{"initialStock": 5})
+	// Another console keeps the sale watched throughout.
+	keeper := openFeed(t, h.srv.URL, "/admin/sales/LIVE2/live", nil)
+	keeper.sale()
 	f := openFeed(t, h.srv.URL, "/admin/sales/LIVE2/live", nil)
 	seen, _ := f.sale()
 	f.cancel()
+	select {
+	case <-f.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end when its client went")
+	}
 	// Missed while away: two rounds, a unit taken in between.
 	h.round()
 	h.buy("LIVE2", "ann")
@@ -234,6 +242,24 @@ func TestLiveFeedResumes(t *testing.T) {
 	if m3, _ := again.sale(); m3.id <= m2.id {
 		t.Fatalf("after the missed events: %s, want a new round", m3.id)
 	}
+
+	// Rounds nobody watched read only what the gauges need: they are not
+	// kept to resume from; a client back after them gets a full event.
+	keeper.cancel()
+	again.cancel()
+	waitFor(t, "the subscribers to be let go", func() bool {
+		before, _ := h.eng.RecordCalls()
+		h.round()
+		after, _ := h.eng.RecordCalls()
+		return after-before <= 1
+	})
+	last := m2.id
+	back := openFeed(t, h.srv.URL, "/admin/sales/LIVE2/live", map[string]string{"Last-Event-ID": last})
+	if ev, s := back.sale(); ev.id <= last || s.Outbox == nil || *s.Counter != 4 {
+		t.Fatalf("back after unwatched rounds: event %s (after %s), outbox %v, counter %d; want one full, fresh event",
+			ev.id, last, s.Outbox, *s.Counter)
+	}
+	back.cancel()
 
 	charted := openFeed(t, h.srv.URL, "/admin/sales/LIVE2/live?history=900", nil)
 	ev := charted.next()

@@ -461,8 +461,13 @@ func (h *liveHub) buildLocked(ctx context.Context, ls *liveSale) {
 		s.cfg.Metrics.Sale(f)
 	}
 
-	// Encoded even while nobody watches (a few microseconds a second): a
-	// client that reconnects resumes from the kept events.
+	if !watched {
+		// Nobody watched this round, so it read only the figures the
+		// gauges need (no expired, cancelled nor outbox): not an event to
+		// resume from. A client that comes back gets a full one, built
+		// then, and the history fills the gap in its charts.
+		return
+	}
 	data, err := json.Marshal(out)
 	if err != nil {
 		s.cfg.Logger.Error("live feed: encode", "sku", v.SKU, "err", err)

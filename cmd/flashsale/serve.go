@@ -175,7 +175,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	srv.RegisterOnShutdown(eng.CloseStreams)
+	// The operators' live streams never end by themselves: they end as
+	// the shutdown begins, or it would wait for them until its timeout.
 	srv.RegisterOnShutdown(eng.CloseStreams)
 	runCtx, stopServices := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServices()

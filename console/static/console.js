@@ -11,7 +11,7 @@ import {
 
 const TOKEN_KEY = 'flashsale.adminToken';
 const HISTORY_MS = 15 * 60 * 1000;
-const ORDERS_PAGE = 50;
+const ORDERS_PAGE = 20;
 
 const $ = (id) => document.getElementById(id);
 const setText = (id, v) => { $(id).textContent = v; };
@@ -550,12 +550,15 @@ $('a-rebuild').addEventListener('click', async () => {
 
 function fillSettings(d) {
   setText('set-version', String(d.version));
-  if (!st.settingsDirty) {
+  // The live figures refill the form unless the operator is editing it:
+  // changed, or only just focused (about to type).
+  const editing = (form) => form.contains(document.activeElement);
+  if (!st.settingsDirty && !editing($('settings-form'))) {
     st.version = d.version;
     $('set-rate').value = String(d.admissionPerSecond);
     $('set-closes').value = toUTCInput(d.closesAt);
   }
-  if (!st.displayDirty) {
+  if (!st.displayDirty && !editing($('display-form'))) {
     const v = d.display || {};
     $('d-title').value = v.title || '';
     $('d-price').value = v.priceText || '';

@@ -4,9 +4,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/flashsale/flashsale/metrics"
 )
+
+// The gauge's reason label takes exactly the causes PauseCause returns.
+func TestPauseCausesAreTheGaugeReasons(t *testing.T) {
+	if !slices.Equal(PauseCauses, metrics.PauseReasons) {
+		t.Fatalf("control.PauseCauses %v, metrics.PauseReasons %v", PauseCauses, metrics.PauseReasons)
+	}
+}
 
 func TestPauseCause(t *testing.T) {
 	for reason, want := range map[string]string{

@@ -271,7 +271,7 @@ func (s *Service) pause(ctx context.Context, sale *flashsale.Sale, reason string
 	if err := s.gate.SetPaused(ctx, sale.ID, true, s.source); err != nil {
 		s.logger.Warn("control: the gate did not take the pause (the record did)", "sku", sale.SKU, "err", err)
 	}
-	s.metrics.SalePaused(sale.SKU, true)
+	s.metrics.SalePaused(sale.SKU, PauseCause(reason))
 	s.logger.Warn("sale paused", "sku", sale.SKU, "sale", sale.ID, "reason", reason)
 	return paused, nil
 }
@@ -350,7 +350,7 @@ func (s *Service) Resume(ctx context.Context, sku string) (*flashsale.Sale, erro
 		return nil, err
 	}
 	s.catalog.Put(resumed)
-	s.metrics.SalePaused(sale.SKU, false)
+	s.metrics.SalePaused(sale.SKU, "")
 	s.logger.Info("sale resumed", "sku", sku, "sale", sale.ID)
 	return resumed, nil
 }

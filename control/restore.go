@@ -108,7 +108,7 @@ func (s *Service) restore(ctx context.Context, sale *flashsale.Sale) (Restored, 
 			return Restored{}, err
 		}
 		s.catalog.Put(r.Sale)
-		s.metrics.SalePaused(sale.SKU, true) // a new process's gauge starts at zero
+		s.metrics.SalePaused(sale.SKU, PauseCause(sale.PauseReason)) // a new process's gauge starts at zero
 	}
 	return r, nil
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/flashsale/flashsale/bulkhead"
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/challenge"
+	"github.com/flashsale/flashsale/console"
 	"github.com/flashsale/flashsale/control"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/identity"
@@ -233,6 +234,9 @@ type Engine struct {
 	// listener apart (Config.MetricsApart): every series but those of a
 	// sale not yet published (httpapi.Server.PublicMetrics).
 	MetricsHandler http.Handler
+	// API is the server behind Handler, whose live feed Start and Stop
+	// run.
+	API *httpapi.Server
 	// Store is the record as the purchase path uses it; Background as
 	// the background services and the operator routes do. On PostgreSQL
 	// each has a pool of its own; on SQLite they are one store.
@@ -428,12 +432,13 @@ func (e *Engine) open(ctx context.Context) (err error) {
 		return err
 	}
 	api := httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: pg,
-		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
+		MintDemoToken: e.demoMinter(), Console: console.Handler(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
 		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart,
 		Now: cfg.Now, Logger: logger, Metrics: e.Metrics,
 		AccountInFlight: e.AccountInFlight, TrustClientInstrument: cfg.TrustClientInstrument || cfg.Demo})
+	e.API = api
 	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
 	return nil
 }
@@ -503,6 +508,7 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	e.Queue = fsredis.NewQueue(client, cfg.RedisPrefix)
 	e.Edge = waitroom.NewEdgeSnapshots(waitroom.EdgeConfig{Origin: strings.TrimRight(cfg.OriginURL, "/"),
 		Token: cfg.OriginToken, EdgeID: cfg.EdgeID, Now: cfg.Now, Logger: cfg.Logger})
+	e.Metrics.EdgeSnapshots(e.Edge.Fetched, cfg.Now)
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
 	pg, err := e.page()
@@ -512,6 +518,7 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	api := httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
 		Page: pg, MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
 		AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+	e.API = api
 	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
 	return nil
 }
@@ -971,6 +978,7 @@ func (e *Engine) Start(ctx context.Context) {
 	if e.Relay != nil {
 		e.Relay.Start(ctx)
 	}
+	e.API.Start(ctx)
 }
 
 // Stop stops the background services and waits for their rounds.
@@ -979,6 +987,7 @@ func (e *Engine) Stop() {
 		e.Edge.Stop()
 		return
 	}
+	e.API.Stop()
 	if e.Relay != nil {
 		e.Relay.Stop()
 	}
@@ -991,6 +1000,15 @@ func (e *Engine) Stop() {
 	e.Drawer.Stop()
 	e.Retirer.Stop()
 	e.Warmer.Stop()
+}
+
+// CloseStreams ends the server's open live streams (the operator's
+// feeds), so that a graceful shutdown does not wait on them: give it to
+// http.Server.RegisterOnShutdown.
+func (e *Engine) CloseStreams() {
+	if e.API != nil {
+		e.API.CloseStreams()
+	}
 }
 
 // RecordCalls returns the calls made to the record so far, and how many of

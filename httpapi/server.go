@@ -56,6 +56,9 @@ type Config struct {
 	// only for a --demo server whose shoppers are verified with the
 	// well-known development key (with which anyone can mint anyway).
 	MintDemoToken func(user string) (token string, ttl time.Duration, err error)
+	// Console serves the operator's console at /admin/ and its files
+	// under /admin/assets/ (package console).
+	Console http.Handler
 
 	Catalog    *catalog.Catalog
 	Purchase   *purchase.Service
@@ -111,6 +114,8 @@ type Server struct {
 	edges      edgeRegistry
 	// flight joins concurrent copies of one purchase request.
 	flight singleflight.Group
+	// live produces the live feed (live.go); nil at an edge.
+	live *liveHub
 }
 
 // New returns a Server.
@@ -125,6 +130,9 @@ func New(cfg Config) *Server {
 		cfg.Role = RoleAll
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.Role != RoleEdge {
+		s.live = newLiveHub(s)
+	}
 	s.routes()
 	return s
 }
@@ -153,7 +161,7 @@ func (s *Server) routes() {
 
 	if origin {
 		// The purchase path.
-		m.HandleFunc("POST /sale/{sku}/reserve", s.postReserve)
+		m.HandleFunc("POST /sale/{sku}/reserve", s.countReserves(s.postReserve))
 		m.HandleFunc("GET /reservations/{id}", s.getReservation)
 		m.HandleFunc("POST /reservations/{id}/confirm", s.postConfirm)
 		m.HandleFunc("DELETE /reservations/{id}", s.deleteReservation)
@@ -162,6 +170,8 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /admin/sales", s.admin(s.createSale))
 		m.HandleFunc("GET /admin/sales", s.admin(s.listSales))
 		m.HandleFunc("GET /admin/sales/{sku}", s.admin(s.showSale))
+		m.HandleFunc("GET /admin/sales/{sku}/live", s.admin(s.liveSale))
+		m.HandleFunc("GET /admin/live", s.admin(s.liveList))
 		m.HandleFunc("PATCH /admin/sales/{sku}", s.admin(s.patchSale))
 		m.HandleFunc("POST /admin/sales/{sku}/pause", s.admin(s.pauseSale))
 		m.HandleFunc("POST /admin/sales/{sku}/resume", s.admin(s.resumeSale))
@@ -179,6 +189,10 @@ func (s *Server) routes() {
 		m.HandleFunc("GET /admin/outbox/dead", s.admin(s.deadEvents))
 		m.HandleFunc("POST /admin/outbox/{id}/replay", s.admin(s.replayEvent))
 		m.HandleFunc("GET "+waitroom.SnapshotsPath, s.admin(s.edgeSnapshots))
+		if s.cfg.Console != nil {
+			m.Handle("GET /admin/{$}", s.consolePage(s.cfg.Console))
+			m.Handle("GET /admin/assets/", s.consolePage(s.cfg.Console))
+		}
 		m.HandleFunc("/admin/", s.unmatched(s.admin(s.notFound)))
 	}
 
@@ -299,6 +313,10 @@ func (r *statusRecorder) WriteHeader(code int) {
 	}
 	r.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap gives http.ResponseController the writer underneath, to flush
+// the live feed's events and set its deadlines.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	if !r.wrote {

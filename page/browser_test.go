@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/flashsale/flashsale/internal/axe"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -347,18 +348,18 @@ func (tb *tab) capture(name string) {
 }
 
 var axeSource = sync.OnceValues(func() (string, error) {
-	b, err := os.ReadFile(filepath.Join("testdata", "node_modules", "axe-core", "axe.min.js"))
+	b, err := axe.Source()
 	return string(b), err
 })
 
-// axe runs axe-core (installed by npm under testdata/, see
-// testdata/package.json) in the page and fails the test on any serious
-// or critical violation.
+// axe runs axe-core (the version internal/axe pins, installed there by
+// npm) in the page, every rule, and fails the test on any serious or
+// critical violation.
 func (tb *tab) axe(what string) {
 	tb.t.Helper()
 	src, err := axeSource()
 	if err != nil {
-		testenv.Unavailable(tb.t, "axe-core (cd page/testdata && npm ci)", err)
+		testenv.Unavailable(tb.t, "axe-core (npm ci --prefix internal/axe)", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)

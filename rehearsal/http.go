@@ -360,7 +360,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	d.unitsLeft.Store(int64(cfg.Units))
 	before, scraped := adm.scrape(ctx)
 	wallStart := time.Now()
-	stopProgress := r.progress(d.unitsLeft.Load, func() float64 { return float64(d.admitRate.Load()) })
+	stopProgress := r.progress(d.unitsLeft.Load, time.Now)
 	err = d.drive(ctx)
 	stopProgress()
 	rushes.Stop()
@@ -414,7 +414,6 @@ type httpDriver struct {
 	first   int64
 
 	unitsLeft atomic.Int64
-	admitRate atomic.Int64
 	timeline  []Point
 }
 
@@ -557,13 +556,13 @@ func (d *httpDriver) sampleLoop(ctx context.Context) {
 			if dt > 0 {
 				rate = float64(max(v.AdmittedUpTo-lastUpTo, 0)) / dt
 			}
-			d.admitRate.Store(int64(rate))
 			last, lastUpTo = now, v.AdmittedUpTo
 			if now.Before(d.opensAt.Add(-time.Second)) {
 				d.stats.swap()
 				continue
 			}
-			d.timeline = append(d.timeline, d.point(now, *v.Counter, v.Pending, v.AdmittedUpTo, rate, dt))
+			// Units taken, as in process: held or sold.
+			d.timeline = append(d.timeline, d.point(now, *v.Counter, v.Pending+v.Confirmed, v.AdmittedUpTo, rate, dt))
 		}
 	}
 }

@@ -239,10 +239,8 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	d := &procDriver{run: r, e: e, clock: clock, sale: sale}
-	// Before the progress line first reads it.
-	d.admitRate.Store(0.0)
 	wallStart := time.Now()
-	stopProgress := r.progress(func() int64 { return d.unitsLeft.Load() }, func() float64 { return d.admitRate.Load().(float64) })
+	stopProgress := r.progress(func() int64 { return d.unitsLeft.Load() }, clock.Now)
 	err = d.drive(ctx, start)
 	stopProgress()
 	wall := time.Since(wallStart)
@@ -307,7 +305,6 @@ type procDriver struct {
 	wheel wheel
 
 	unitsLeft atomic.Int64
-	admitRate atomic.Value  // float64
 	warmed    atomic.Uint32 // what warm read, kept so that its reads are made
 	timeline  []Point
 	lastUpTo  int64
@@ -494,7 +491,7 @@ func (d *procDriver) steps(ctx context.Context, batch []int32, now time.Time, wo
 					}
 					if !d.wheel.add(w, t, i) {
 						// Past the end of the rehearsal: still waiting when it ends.
-						d.finish(&d.shoppers[i])
+						d.finish(&d.shoppers[i], endClosed, "")
 					}
 				}
 			}
@@ -582,7 +579,6 @@ func (d *procDriver) sample(ctx context.Context, now time.Time) {
 	if dt > 0 && !now.Before(d.opensAt) {
 		rate = float64(max(upTo-d.lastUpTo, 0)) / dt
 	}
-	d.admitRate.Store(rate)
 	d.lastUpTo, d.lastAt = upTo, now
 	if now.Before(d.opensAt.Add(-time.Second)) {
 		d.stats.swap()

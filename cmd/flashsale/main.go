@@ -2,13 +2,13 @@
 //
 //	flashsale serve     run the server (embedded default: in-process gate, SQLite)
 //	flashsale token     print a shopper JWT signed with the development key
-//	flashsale sale      create, list, show, pause, resume, rebuild sales
+//	flashsale sale      create, list, show, update, watch, pause, resume, rebuild sales
 //	flashsale verify    recompute a published draw and check its commitment
 //	flashsale order     list orders, show one's history, ship, cancel, refund
 //	flashsale outbox    the outbox's figures; list and replay dead letters
 //	flashsale rehearse  run a whole sale with synthetic shoppers, in process or against a server
 //
-// Run "flashsale <command> -h" for the flags of each.
+// Run "flashsale <command> --help" for the flags of each.
 package main
 
 import (
@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"regexp"
 	"strings"
 	"syscall"
 )
@@ -66,7 +65,7 @@ func (e usageError) Error() string { return e.msg }
 
 func exitCode(err error) int {
 	var u usageError
-	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
+	if errors.As(err, &u) {
 		return 2
 	}
 	return 1
@@ -78,18 +77,31 @@ Usage:
   flashsale serve [flags]           run the server (flashsale serve -h)
   flashsale serve --demo            ... with a demo sale that opens shortly
   flashsale token --user ID         print a shopper JWT for trying the routes by hand
-  flashsale sale create|list|show|pause|resume|rebuild ...
+  flashsale sale create|list|show|update|watch|pause|resume|rebuild ...
                                     drive the operator routes of a running server
+  flashsale sale watch SKU          the sale live in the terminal, redrawn every second
   flashsale verify URL|FILE         recompute a random or lottery sale's published draw
   flashsale order list SKU | history ID | ship|cancel|refund ID --version N
   flashsale outbox stats | dead | replay ID
   flashsale rehearse --users N --units M [--target URL] [--bots P] ...
                                     run a whole sale with synthetic shoppers and print the funnel
+  flashsale help COMMAND            a command's usage (or flashsale COMMAND --help)
+
+The operator's console is at http://<server>/admin/ (docs/console.md).
 `
 
 // run is the whole program, with its environment passed in, so that tests
-// run commands end to end.
+// run commands end to end. Asking for help (--help on any command) is not
+// an error: the usage is printed on stdout and the exit status is 0.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return usageError{"no command given"}
@@ -109,54 +121,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return outboxCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "rehearse":
 		return rehearse(ctx, args[1:], getenv, stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "--help", "-help":
+		if len(args) > 1 && args[1] != "help" && !isHelp(args[1:2]) {
+			// "flashsale help sale create": that command's --help.
+			return dispatch(ctx, append(append([]string(nil), args[1:]...), "--help"), getenv, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return usageError{fmt.Sprintf("unknown command %q", args[0])}
 }
-
-// parseFlags parses args into fs; every flag not given on the command line
-// is taken from the environment variable FLASHSALE_<NAME>, with the flag's
-// name in capitals and '-' as '_'. A value that does not parse is an error
-// of one line naming the flag (exit status 1); an unknown flag, or one
-// without its value, a usage error, with the usage printed.
-func parseFlags(fs *flag.FlagSet, args []string, getenv func(string) string) error {
-	out := fs.Output()
-	fs.SetOutput(io.Discard) // the flag package would print the usage for any error
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	if err != nil {
-		if m := badValue.FindStringSubmatch(err.Error()); m != nil {
-			return fmt.Errorf("%s: --%s: invalid value %s: %s", fs.Name(), m[2], m[1], m[3])
-		}
-		fs.Usage()
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] {
-			return
-		}
-		env := "FLASHSALE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		if v := getenv(env); v != "" {
-			if err := fs.Set(f.Name, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %s (--%s): invalid value: %v", fs.Name(), env, f.Name, err))
-			}
-		}
-	})
-	if fs.NArg() > 0 {
-		errs = append(errs, usageError{fmt.Sprintf("unexpected arguments: %s", strings.Join(fs.Args(), " "))})
-	}
-	return errors.Join(errs...)
-}
-
-// badValue matches the flag package's error for a value that does not
-// parse: the value, the flag's name and why.
-var badValue = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-(\S+): (.*)$`)

@@ -292,7 +292,7 @@ func TestServeMetricsAddr(t *testing.T) {
 		t.Errorf("/metrics on --addr with --metrics-addr set: %d, want 404", code)
 	}
 	code, body := get(metrics+"/metrics", nil)
-	if code != 200 || !strings.Contains(body, `flashsale_sale_paused{sku="shown"} 1`) || strings.Contains(body, "hidden") {
+	if code != 200 || !strings.Contains(body, `flashsale_sale_paused{reason="operator",sku="shown"} 1`) || strings.Contains(body, "hidden") {
 		t.Errorf("/metrics on --metrics-addr: %d, shown %t, hidden %t", code,
 			strings.Contains(body, `sku="shown"`), strings.Contains(body, "hidden"))
 	}

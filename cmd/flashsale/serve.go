@@ -27,7 +27,7 @@ import (
 // already in the record), background services stopped, stores closed.
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout) // where --help prints (parseFlags)
 	addr := fs.String("addr", "127.0.0.1:8080", "listen address")
 	dataDir := fs.String("data-dir", "./data", "where the embedded store keeps its file (and the generated token key)")
 	redisURL := fs.String("redis-url", "", "redis://host:port/db puts the stock gate in Redis; redis://host:port?addr=host:port&addr=host:port a Redis Cluster")
@@ -217,6 +217,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		defer msrv.Close()
 		logger.Info("metrics served apart, without a token", "addr", "http://"+metricsLn.Addr().String()+"/metrics")
 	}
+	// The operators' live streams never end by themselves: they end as
+	// the shutdown begins, or it would wait for them until its timeout.
+	srv.RegisterOnShutdown(eng.CloseStreams)
 	runCtx, stopServices := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServices()
 	eng.Start(runCtx)

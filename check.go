@@ -51,6 +51,20 @@ func ValidateHolds(holds []Hold) (int64, error) {
 	return units, nil
 }
 
+// ValidateSpent rejects spent admissions a reserve could not have made: an
+// empty user or admission id, or one with Separator.
+func ValidateSpent(spent []SpentAdmission) error {
+	for _, sp := range spent {
+		switch {
+		case sp.UserID == "" || sp.AdmissionID == "":
+			return fmt.Errorf("spent admission %q of %q: needs a user id and an admission id", sp.AdmissionID, sp.UserID)
+		case HasSeparator(sp.UserID) || HasSeparator(sp.AdmissionID):
+			return ErrSeparator
+		}
+	}
+	return nil
+}
+
 // HasSeparator reports whether s contains Separator. It runs on every
 // reserve, sold-out ones included, over a handful of short ids, where a
 // word at a time beats a call to strings.IndexByte per id.

@@ -10,12 +10,15 @@
 //	  → eligibility and bot checks (package purchase)
 //	  → the stock gate: one atomic step (packages memory and redis), where
 //	    overselling is prevented
-//	  → the record: PostgreSQL or SQLite (packages postgres and sqlite),
-//	    which sees only the winners.
+//	  → the record: its rules in package record, over PostgreSQL or
+//	    SQLite (packages postgres and sqlite), which sees only the winners.
 //
-// Holds expire and their units return to stock exactly once (package
-// sweeper), and the invariant counter + confirmed + pending == initial is
-// checked continuously and may pause a sale by itself (package invariant).
+// Units return to stock in one place, package restock, where overselling
+// could be caused: the record decides that a hold is over, exactly once,
+// and only then does the gate give its units back; expiries (package
+// sweeper), cancels, voids, cancelled and refunded orders all go through
+// it. The invariant counter + confirmed + pending == initial is checked
+// continuously and may pause a sale by itself (package invariant).
 //
 // Subpackages do not know about one another; they meet in terms of the types
 // declared here, and cmd/flashsale wires them together.

@@ -41,7 +41,9 @@ const (
 
 	// Added by this project; the contract allows additions.
 
-	// CodeForbidden: an operator route without the right admin token.
+	// CodeForbidden: an operator route refused to a request that a web
+	// page could have sent, or from off this host, on a server with no
+	// admin token.
 	CodeForbidden Code = "forbidden"
 	// CodeSaleExists: another sale for the SKU is still scheduled or open.
 	CodeSaleExists Code = "sale_exists"
@@ -63,6 +65,9 @@ const (
 	// CodeNotRegistered: a lottery sale's ticket asked for before
 	// registering; register during the window first.
 	CodeNotRegistered Code = "not_registered"
+	// CodeUnsupportedMediaType: an operator request, on a server with no
+	// admin token, whose body is not Content-Type: application/json.
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
 	// CodeInternal: a bug. The detail is in the server's log, never in the
 	// response.
 	CodeInternal Code = "internal"

@@ -11,6 +11,15 @@ import (
 // check, the per-user and per-instrument checks and the decrement. Its
 // sold-out branch writes nothing.
 //
+// Giving units back (Restock, Void) is not on this interface, nor on
+// GateAdmin: it belongs to package restock alone, where the record decides
+// first (restock.Gate is the gate whole).
+//
+// An admission is a shopper's one turn in a sale (see token.AdmissionID):
+// a win spends it for as long as the gate keeps the sale, through restocks
+// and rebuilds, and only Void gives it back. A hold that ends returns its
+// units to the shoppers still waiting, not the turn to its shopper.
+//
 // Implementations (package memory, package redis) are safe for concurrent
 // use and pass the conformance suite in package gatetest.
 type Gate interface {
@@ -23,22 +32,6 @@ type Gate interface {
 	// so a repeated request can replay its first answer before any other
 	// check. found is false when the key is unknown.
 	Lookup(ctx context.Context, saleID, userID, key string) (h Hold, found bool, err error)
-
-	// Restock returns a hold's units to stock, once: it reports true if this
-	// call moved the units, false if the gate held nothing under that id
-	// (already restocked, or never taken). Callers decide in the record
-	// first that the hold is over; see package sweeper. It returns
-	// ErrNotLoaded if the gate has no counter for the sale: a rebuild from
-	// the record will account for the hold.
-	Restock(ctx context.Context, saleID, reservationID, source string) (bool, error)
-
-	// Void is Restock for a hold the record never acknowledged: it also
-	// forgets the hold's idempotency key (if the key still names this
-	// hold), so the shopper's retry under that key is a fresh attempt
-	// rather than a replay, and un-spends the hold's admission (h's
-	// AdmissionID), so that attempt may use the same admission token. It
-	// reports whether this call moved the units.
-	Void(ctx context.Context, saleID string, h Hold, source string) (bool, error)
 }
 
 // GateAdmin is the gate as the operator and the background services see it.
@@ -51,10 +44,15 @@ type GateAdmin interface {
 	// is already loaded; it reports whether it did.
 	Load(ctx context.Context, saleID string, initial, epoch int64, source string) (bool, error)
 
-	// Rebuild replaces the sale's counter, holds and buyers with what the
-	// record says: counter = initial - units of holds. Callers pause the
+	// Rebuild replaces the sale's counter, holds, buyers, instruments,
+	// idempotency keys and spent admissions with what the record says:
+	// counter = initial - units of holds; spent are the admissions the
+	// sale's reservations spent (see SaleStore.SpentAdmissions), and the
+	// holds' own AdmissionIDs are spent too. Whatever a shopper could do
+	// before a rebuild it can do after, and nothing more: a rebuild hands
+	// out no turn. It leaves the sale loaded and paused. Callers pause the
 	// sale first.
-	Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []Hold, source string) error
+	Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []Hold, spent []SpentAdmission, source string) error
 
 	// Snapshot reads the counter and its bookkeeping in one atomic step.
 	Snapshot(ctx context.Context, saleID string) (GateSnapshot, error)
@@ -86,11 +84,10 @@ type GateReserve struct {
 	// Instrument is the payment-instrument fingerprint; "" when none was
 	// given.
 	Instrument string
-	// AdmissionID identifies the admission token being spent; it is spent
-	// only by a win. AdmissionExpires bounds how long the gate remembers
-	// the spend.
-	AdmissionID      string
-	AdmissionExpires time.Time
+	// AdmissionID identifies the admission token being spent: its
+	// shopper's place in the queue (token.AdmissionID). It is spent only
+	// by a win, for as long as the gate keeps the sale.
+	AdmissionID string
 	// Epoch is the epoch the admission was issued under; a different epoch
 	// than the gate's is VerdictStaleEpoch.
 	Epoch          int64
@@ -123,7 +120,8 @@ const (
 	VerdictPaused
 	// VerdictStaleEpoch: the admission was issued before the last rebuild.
 	VerdictStaleEpoch
-	// VerdictAdmissionUsed: the admission token was already spent.
+	// VerdictAdmissionUsed: the admission was already spent by a win,
+	// whether or not that win's hold still holds.
 	VerdictAdmissionUsed
 	// VerdictSoldOut: fewer units are left than asked for. Nothing was
 	// written.
@@ -209,6 +207,14 @@ type GateSnapshot struct {
 	// shard's counter behind the gate. Drift alone could hide writes to
 	// two shards that cancel out.
 	ShardDrift int64
+}
+
+// SpentAdmission is an admission a reservation of the sale spent: the turn
+// of the shopper's place, taken. UserID says whose it was, so that a gate
+// split over shards keeps it where that shopper's reserves go.
+type SpentAdmission struct {
+	UserID      string
+	AdmissionID string
 }
 
 // Held is the units the gate holds for live reservations.

@@ -39,6 +39,11 @@ type Reservation struct {
 	// reservation; a different request under the same key is refused.
 	IdempotencyKey string
 	RequestHash    string
+	// AdmissionID is the admission the hold spent (token.AdmissionID):
+	// the record keeps it so that a gate rebuilt from the record still
+	// knows the turn was taken (SaleStore.SpentAdmissions). Empty for a
+	// reservation made without one, or before the record kept them.
+	AdmissionID string
 	// AccountCreated is the shopper's account creation time as the
 	// sign-in said (zero if it did not), kept for the post-sale audit of
 	// automation patterns.

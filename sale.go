@@ -14,6 +14,23 @@ const (
 	SaleClosed    SaleState = "closed"
 )
 
+// Reasons a sale is paused for its stock gate's sake rather than its own:
+// the gate could not be asked, or had lost the sale (the sale failed
+// closed). A gate rebuilt from the record cures them, so a restart of the
+// in-process gate, which rebuilds it, reopens a sale paused for one of them
+// (see control.Service.Restore); any other pause (an operator's, the
+// invariant watcher's) stays, with its reason.
+const (
+	PauseGateUnreachable = "the stock gate is unreachable"
+	PauseGateLost        = "the stock gate lost the sale's counter; rebuild it from the record, then resume"
+	PauseGateNoCounter   = "the stock gate has no counter for the sale"
+)
+
+// GatePause reports whether reason is one of the PauseGate reasons.
+func GatePause(reason string) bool {
+	return reason == PauseGateUnreachable || reason == PauseGateLost || reason == PauseGateNoCounter
+}
+
 // Fairness is the published policy by which the waiting room orders shoppers.
 type Fairness string
 
@@ -54,8 +71,15 @@ type Sale struct {
 	AdmissionPerSecond   int
 	MinAccountAgeSeconds int
 	ChallengeBits        int
+	// RequireInstrument refuses a reserve that carries no payment
+	// instrument the server counts (the JWT's claim, or a trusted body
+	// value): 403 not_eligible. Without it, such a reserve is only limited
+	// per account.
+	RequireInstrument bool
 	// Shards is the number of gates the counter is split over.
 	Shards int
+	// Display is how the sale looks on the waiting-room page.
+	Display Display
 
 	// State is the sale's state as last written to the record. The
 	// published state also depends on the time and the live counter; see
@@ -132,9 +156,9 @@ func (s *Sale) ApplyDefaults() {
 func (s *Sale) Validate() error {
 	switch {
 	case !ValidSKU(s.SKU):
-		return Errorf(CodeBadRequest, "sku must be 1 to 128 letters, digits, '-', '_' or '.'")
-	case len(s.Name) > 512:
-		return Errorf(CodeBadRequest, "name must be at most 512 characters")
+		return Errorf(CodeBadRequest, "sku must be 1 to 128 letters, digits, '-', '_' or '.', and not . or ..")
+	case !ValidText(s.Name, MaxSaleNameRunes):
+		return Errorf(CodeBadRequest, "name must be printable text of at most %d characters", MaxSaleNameRunes)
 	case s.InitialStock < 0 || s.InitialStock > MaxInitialStock:
 		return Errorf(CodeBadRequest, "initialStock must be between 0 and %d", MaxInitialStock)
 	case s.OpensAt.IsZero():
@@ -160,13 +184,17 @@ func (s *Sale) Validate() error {
 	case s.Shards < 1 || s.Shards > 64:
 		return Errorf(CodeBadRequest, "shards must be between 1 and 64")
 	}
-	return nil
+	return s.Display.Validate()
 }
 
-// ValidSKU reports whether s could be a sale's SKU: 1 to 128 letters,
-// digits, '-', '_' or '.'. A path naming anything else has no sale, and is
-// answered so without a lookup.
-func ValidSKU(s string) bool { return s != "" && len(s) <= 128 && isSKU(s) }
+// ValidSKU reports whether s could be a sale's SKU, the one grammar of a
+// SKU wherever one enters (a new sale, a path, a query): 1 to 128 letters,
+// digits, '-', '_' or '.', but not "." or "..", which a path cannot carry
+// as a segment (a client or proxy resolves them away). A path naming
+// anything else has no sale, and is answered so without a lookup.
+func ValidSKU(s string) bool {
+	return s != "" && len(s) <= 128 && s != "." && s != ".." && isSKU(s)
+}
 
 func isSKU(s string) bool {
 	for i := 0; i < len(s); i++ {

@@ -44,6 +44,14 @@ type SaleStore interface {
 	// with ErrStaleEpoch, so the holds returned are complete.
 	BeginRebuild(ctx context.Context, saleID string, at time.Time) (epoch int64, holds []Hold, err error)
 
+	// SpentAdmissions returns the admissions the sale's reservations spent
+	// (every reservation that has one, whatever its state, voided ones
+	// aside: a voided hold gave its admission back), for a gate rebuilt
+	// from the record (GateAdmin.Rebuild). Read after BeginRebuild, it is
+	// complete: a reservation written later carries the new epoch, which
+	// only the rebuilt gate hands out.
+	SpentAdmissions(ctx context.Context, saleID string) ([]SpentAdmission, error)
+
 	// SaleTotals returns the units of the sale's reservations by state.
 	SaleTotals(ctx context.Context, saleID string) (SaleTotals, error)
 
@@ -197,8 +205,9 @@ type OutboxStore interface {
 }
 
 // Store is the record: where sales, reservations and orders are durable.
-// Implementations (package sqlite, package postgres) are safe for concurrent
-// use and pass the conformance suite in package storetest.
+// Its rules are written once, in package record, over an engine (package
+// sqlite, package postgres); both are safe for concurrent use and pass the
+// conformance suite in package storetest.
 type Store interface {
 	SaleStore
 	ReservationStore

@@ -35,6 +35,11 @@ type Config struct {
 	// MaxWaiting is how many requests may wait for a slot at once: beyond
 	// them, a request is shed at once too. Zero means Max.
 	MaxWaiting int
+	// KeyWaiting, when above zero, is how many requests of one key may wait
+	// at once (a patient key's Patience.MaxWaiting aside): beyond them, the
+	// key's next request is shed at once, so that one key (an account) can
+	// neither fill the line nor keep its requests parked for long.
+	KeyWaiting int
 	// Patient names keys whose requests wait by a Patience of their own
 	// instead of Wait and MaxWaiting: few requests that matter more than
 	// the crowd's, such as a winner's payment, which should neither be
@@ -161,6 +166,8 @@ func (b *Bulkhead) Acquire(ctx context.Context, key string) (release func(), ok 
 	p, patient := b.cfg.Patient[key]
 	if patient {
 		wait, full = p.Wait, q != nil && len(q.waiters)-q.gone >= p.MaxWaiting
+	} else if b.cfg.KeyWaiting > 0 && q != nil && len(q.waiters)-q.gone >= b.cfg.KeyWaiting {
+		full = true
 	}
 	if wait <= 0 || full {
 		b.mu.Unlock()
@@ -258,9 +265,25 @@ func (b *Bulkhead) releaser(key string) func() {
 func (b *Bulkhead) release(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	wasFull := b.inFlight >= b.cfg.Max
 	b.inFlight--
 	if b.byKey[key]--; b.byKey[key] <= 0 {
 		delete(b.byKey, key)
+	}
+	if !wasFull {
+		// The total had room, so every waiter waits for its own key's
+		// share, and only key's share has changed: its oldest waiter, if
+		// any, is the one to go. This keeps a release O(1) however many
+		// keys wait (a bulkhead of many keys and no real total, such as
+		// one per account, would otherwise look at each of them).
+		if q := b.queues[key]; q != nil {
+			if w := q.head(); w != nil && b.fits(key) {
+				b.grant(q, w)
+			} else if w == nil {
+				delete(b.queues, key)
+			}
+		}
+		return
 	}
 	for b.inFlight < b.cfg.Max {
 		var next *waiter
@@ -277,16 +300,20 @@ func (b *Bulkhead) release(key string) {
 		if next == nil {
 			return
 		}
-		q := b.queues[next.key]
-		q.waiters[0] = nil
-		q.waiters = q.waiters[1:]
-		if q.head() == nil {
-			delete(b.queues, next.key)
-		}
-		b.waited(next.key, -1)
-		b.take(next.key)
-		close(next.granted)
+		b.grant(b.queues[next.key], next)
 	}
+}
+
+// grant gives w, the head of its key's queue q, a slot. b.mu held.
+func (b *Bulkhead) grant(q *queue, w *waiter) {
+	q.waiters[0] = nil
+	q.waiters = q.waiters[1:]
+	if q.head() == nil {
+		delete(b.queues, w.key)
+	}
+	b.waited(w.key, -1)
+	b.take(w.key)
+	close(w.granted)
 }
 
 // InFlight returns how many slots are taken now.

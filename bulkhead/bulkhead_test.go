@@ -442,3 +442,93 @@ func TestPatientWait(t *testing.T) {
 	}
 	shedAtOnce(t, b, queued, "never")
 }
+
+// TestKeyWaiting: one key (an account) may have KeyWaiting requests
+// waiting; its next is shed at once, while another key is served at once
+// and may wait its own turn.
+func TestKeyWaiting(t *testing.T) {
+	b := New(Config{Max: 1 << 20, PerKey: 1, Wait: time.Hour, MaxWaiting: 100, KeyWaiting: 2})
+	queued := make(chan string, 8)
+	b.queued = func(key string) { queued <- key }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release := hold(t, b, "acct", 1)[0]
+	first, second := waits(ctx, t, b, queued, "acct"), waits(ctx, t, b, queued, "acct")
+	shedAtOnce(t, b, queued, "acct") // a third waiter of the same account
+	other := hold(t, b, "other", 1)[0]
+	otherWaits := waits(ctx, t, b, queued, "other") // another account has a line of its own
+	release()
+	if !<-first || !<-second {
+		t.Fatal("a waiter within KeyWaiting was shed")
+	}
+	other()
+	if !<-otherWaits {
+		t.Fatal("the other key's waiter was shed")
+	}
+	if b.InFlight() != 0 || b.Waiting() != 0 {
+		t.Fatalf("in flight %d, waiting %d at the end", b.InFlight(), b.Waiting())
+	}
+}
+
+// TestReleaseWakesOnlyItsKey: with room in total, a slot given back goes
+// to its own key's oldest waiter, never to another key's (which waits for
+// its own share).
+func TestReleaseWakesOnlyItsKey(t *testing.T) {
+	b := New(Config{Max: 1 << 20, PerKey: 1, Wait: time.Hour, MaxWaiting: 100})
+	queued := make(chan string, 8)
+	b.queued = func(key string) { queued <- key }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	releaseA := hold(t, b, "a", 1)[0]
+	releaseB := hold(t, b, "b", 1)[0]
+	waitA := waits(ctx, t, b, queued, "a")
+	waitB := waits(ctx, t, b, queued, "b")
+	releaseA()
+	if !<-waitA {
+		t.Fatal("a's waiter was shed")
+	}
+	select {
+	case ok := <-waitB:
+		t.Fatalf("b's waiter was answered %v when a's slot was given back", ok)
+	default:
+	}
+	if b.InFlightOf("b") != 1 || b.Waiting() != 1 {
+		t.Fatalf("b holds %d, %d waiting; want 1 and its waiter", b.InFlightOf("b"), b.Waiting())
+	}
+	releaseB()
+	if !<-waitB {
+		t.Fatal("b's waiter was shed")
+	}
+}
+
+// TestManyKeysOneEach: many keys of one slot each, under the race
+// detector: no key ever holds two, and with a long wait no one is shed.
+func TestManyKeysOneEach(t *testing.T) {
+	b := New(Config{Max: 1 << 20, PerKey: 1, Wait: time.Hour, MaxWaiting: 1 << 10})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	peak := 0
+	for i := range 64 {
+		key := string(rune('a' + i%16))
+		wg.Go(func() {
+			for range 20 {
+				release, ok := b.Acquire(context.Background(), key)
+				if !ok {
+					t.Error("shed with an hour's wait")
+					return
+				}
+				mu.Lock()
+				peak = max(peak, b.InFlightOf(key))
+				mu.Unlock()
+				release()
+			}
+		})
+	}
+	wg.Wait()
+	if peak != 1 {
+		t.Fatalf("a key held %d slots at once, want 1", peak)
+	}
+	if b.InFlight() != 0 || b.Waiting() != 0 {
+		t.Fatalf("in flight %d, waiting %d at the end", b.InFlight(), b.Waiting())
+	}
+}

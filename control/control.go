@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/internal/loop"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/waitroom"
 )
 
@@ -26,6 +27,7 @@ import (
 type Service struct {
 	store   flashsale.Store
 	gate    flashsale.GateAdmin
+	restock *restock.Service
 	catalog *catalog.Catalog
 	now     func() time.Time
 	source  string
@@ -36,10 +38,13 @@ type Service struct {
 	probing singleflight.Group
 }
 
-// Config configures a Service. Store, Gate and Catalog are required.
+// Config configures a Service. Store, Gate, Restock and Catalog are
+// required.
 type Config struct {
-	Store   flashsale.Store
-	Gate    flashsale.GateAdmin
+	Store flashsale.Store
+	Gate  flashsale.GateAdmin
+	// Restock gives back the units of cancelled and refunded orders.
+	Restock *restock.Service
 	Catalog *catalog.Catalog
 	Now     func() time.Time
 	// Source names this server in the gate's audit log.
@@ -59,7 +64,7 @@ func New(cfg Config) *Service {
 	if cfg.Source == "" {
 		cfg.Source = "flashsale"
 	}
-	return &Service{store: cfg.Store, gate: cfg.Gate, catalog: cfg.Catalog, now: cfg.Now,
+	return &Service{store: cfg.Store, gate: cfg.Gate, restock: cfg.Restock, catalog: cfg.Catalog, now: cfg.Now,
 		source: cfg.Source, logger: cfg.Logger, metrics: cfg.Metrics}
 }
 
@@ -116,6 +121,10 @@ type Patch struct {
 	MinAccountAgeSeconds *int
 	ChallengeBits        *int
 	InitialStock         *int
+	RequireInstrument    *bool
+	// Display, when set, replaces the sale's display as a whole (an
+	// empty one clears it).
+	Display *flashsale.Display
 }
 
 // Update applies p to the SKU's sale if its version is still version. It
@@ -151,6 +160,12 @@ func (s *Service) Update(ctx context.Context, sku string, version int64, p Patch
 	}
 	if p.ChallengeBits != nil {
 		sale.ChallengeBits = *p.ChallengeBits
+	}
+	if p.RequireInstrument != nil {
+		sale.RequireInstrument = *p.RequireInstrument
+	}
+	if p.Display != nil {
+		sale.Display = *p.Display
 	}
 	stockChanged := p.InitialStock != nil && *p.InitialStock != sale.InitialStock
 	if stockChanged {
@@ -223,7 +238,7 @@ func (s *Service) GateFailed(ctx context.Context, saleID string, cause error) {
 				"sale", saleID, "cause", cause)
 			return nil, nil
 		}
-		s.FailClosed(ctx, saleID, "the stock gate is unreachable")
+		s.FailClosed(ctx, saleID, flashsale.PauseGateUnreachable)
 		return nil, err
 	})
 	t := time.NewTimer(ProbeWait)
@@ -256,7 +271,7 @@ func (s *Service) pause(ctx context.Context, sale *flashsale.Sale, reason string
 	if err := s.gate.SetPaused(ctx, sale.ID, true, s.source); err != nil {
 		s.logger.Warn("control: the gate did not take the pause (the record did)", "sku", sale.SKU, "err", err)
 	}
-	s.metrics.SalePaused(sale.SKU, true)
+	s.metrics.SalePaused(sale.SKU, PauseCause(reason))
 	s.logger.Warn("sale paused", "sku", sale.SKU, "sale", sale.ID, "reason", reason)
 	return paused, nil
 }
@@ -265,38 +280,26 @@ func (s *Service) pause(ctx context.Context, sale *flashsale.Sale, reason string
 // conditional UPDATE on the order's id and version, with its audit row and
 // its event in the same transaction (see flashsale.OrderStore.ChangeOrder).
 // Cancelling or refunding gives the order's units back through the same
-// exactly-once restock as an expired hold: the record decides, in that
-// transaction, by moving the reservation from confirmed to cancelled with
-// restocked_at set, and only if that took the row is the gate restocked.
-// A restock cut off between the two steps (the gate did not answer, the
-// process died) is finished by the sweeper's reconciler, which restocks any
-// hold the gate keeps whose reservation is no longer live.
+// exactly-once restock as an expired hold (restock.Service.ChangeOrder):
+// the record decides, in that transaction, by moving the reservation from
+// confirmed to cancelled with restocked_at set, and only if that took the
+// row is the gate restocked. A restock cut off between the two steps (the
+// gate did not answer, the process died) is finished by the sweeper's
+// reconciler, which restocks any hold the gate keeps whose reservation is
+// no longer live.
 //
 // Errors: flashsale.ErrNotFound, flashsale.ErrVersionConflict (the order
 // moved since version), CodeInvalidState (its state forbids the move),
 // CodeBadRequest.
 func (s *Service) ChangeOrder(ctx context.Context, id string, version int64, to flashsale.OrderState, actor, reason string) (*flashsale.Order, error) {
-	o, restocked, err := s.store.ChangeOrder(ctx, flashsale.OrderChange{
+	o, restocked, err := s.restock.ChangeOrder(ctx, flashsale.OrderChange{
 		OrderID: id, Version: version, To: to, Actor: actor, Reason: reason, At: s.now()})
 	if err != nil {
 		return nil, err
 	}
-	if !restocked {
-		return o, nil
+	if to.Restocks() {
+		s.logger.Info("order "+string(to), "order", o.ID, "sku", o.SKU, "actor", actor, "version", o.Version, "restocked", restocked)
 	}
-	source := "order." + string(to)
-	moved, err := s.gate.Restock(ctx, o.SaleID, o.ReservationID, source)
-	switch {
-	case errors.Is(err, flashsale.ErrNotLoaded):
-		// The gate lost the sale; its rebuild reads the record, where the
-		// hold is no longer live.
-	case err != nil:
-		s.logger.Warn("control: the record gave the order's units back; the reconciler will restock the gate",
-			"order", o.ID, "reservation", o.ReservationID, "err", err)
-	case moved:
-		s.metrics.Restocked(source, o.Quantity)
-	}
-	s.logger.Info("order "+string(to), "order", o.ID, "sku", o.SKU, "actor", actor, "version", o.Version, "restocked", moved)
 	return o, nil
 }
 
@@ -347,15 +350,17 @@ func (s *Service) Resume(ctx context.Context, sku string) (*flashsale.Sale, erro
 		return nil, err
 	}
 	s.catalog.Put(resumed)
-	s.metrics.SalePaused(sale.SKU, false)
+	s.metrics.SalePaused(sale.SKU, "")
 	s.logger.Info("sale resumed", "sku", sku, "sale", sale.ID)
 	return resumed, nil
 }
 
 // Rebuild recomputes the gate of a paused sale from the record: counter =
 // initial − confirmed − pending, the buyers and idempotency keys of the live
-// holds, and a new epoch that invalidates every admission token issued
-// before. It answers CodeNotPaused unless the sale is paused, and leaves the
+// holds, the admissions every hold spent (so that a rebuild hands out no
+// turn), and a new epoch that invalidates every admission token issued
+// before (the waiting room hands the same place the same admission id
+// again, under the new epoch). It answers CodeNotPaused unless the sale is paused, and leaves the
 // sale paused: resuming is a separate, deliberate act.
 func (s *Service) Rebuild(ctx context.Context, sku string) (*flashsale.Sale, error) {
 	sale, err := s.store.SaleBySKU(ctx, sku)
@@ -369,7 +374,11 @@ func (s *Service) Rebuild(ctx context.Context, sku string) (*flashsale.Sale, err
 	if err != nil {
 		return nil, err
 	}
-	if err := s.gate.Rebuild(ctx, sale.ID, int64(sale.InitialStock), epoch, holds, s.source+" rebuild"); err != nil {
+	spent, err := s.store.SpentAdmissions(ctx, sale.ID)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.gate.Rebuild(ctx, sale.ID, int64(sale.InitialStock), epoch, holds, spent, s.source+" rebuild"); err != nil {
 		return nil, gateUnavailable(err)
 	}
 	rebuilt, err := s.store.Sale(ctx, sale.ID)
@@ -389,7 +398,7 @@ func (s *Service) Rebuild(ctx context.Context, sku string) (*flashsale.Sale, err
 // shardGate is what RebuildShards needs of a gate that splits sales over
 // shards (redis.ShardedGate).
 type shardGate interface {
-	RebuildShards(ctx context.Context, saleID string, shards []int, initial, epoch int64, holds []flashsale.Hold, source string) error
+	RebuildShards(ctx context.Context, saleID string, shards []int, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error
 	ResumeShards(ctx context.Context, saleID string, shards []int, source string) error
 }
 
@@ -425,8 +434,12 @@ func (s *Service) RebuildShards(ctx context.Context, saleID string, lost []int) 
 	if err != nil {
 		return err
 	}
+	spent, err := s.store.SpentAdmissions(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
 	source := s.source + " shard rebuild"
-	if err := g.RebuildShards(ctx, sale.ID, lost, int64(sale.InitialStock), epoch, holds, source); err != nil {
+	if err := g.RebuildShards(ctx, sale.ID, lost, int64(sale.InitialStock), epoch, holds, spent, source); err != nil {
 		if flashsale.ErrorCode(err) != flashsale.CodeUnavailable {
 			s.FailClosed(ctx, sale.ID, "lost shards of the stock gate could not be rebuilt from the record")
 		}
@@ -565,7 +578,7 @@ func (w *Warmer) WarmOnce(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("snapshot %s: %w", sale.SKU, err))
 			w.setWarm(sale.ID, false)
 			if sale.State != flashsale.SalePaused && !now.Before(sale.OpensAt) {
-				w.svc.FailClosed(ctx, sale.ID, "the stock gate is unreachable")
+				w.svc.FailClosed(ctx, sale.ID, flashsale.PauseGateUnreachable)
 			}
 			continue
 		}
@@ -586,7 +599,7 @@ func (w *Warmer) WarmOnce(ctx context.Context) error {
 		case errors.Is(err, ErrRebuildRequired):
 			w.setWarm(sale.ID, false)
 			if sale.State != flashsale.SalePaused {
-				w.svc.FailClosed(ctx, sale.ID, "the stock gate lost the sale's counter; rebuild it from the record, then resume")
+				w.svc.FailClosed(ctx, sale.ID, flashsale.PauseGateLost)
 			}
 		default:
 			w.setWarm(sale.ID, false)

@@ -121,6 +121,8 @@ func (r *Retirer) RetireOnce(ctx context.Context) ([]string, error) {
 		r.retired[sale.ID] = true
 		r.mu.Unlock()
 		done = append(done, sale.ID)
+		// Its per-sale series leave the metrics with it.
+		r.svc.metrics.ForgetSale(sale.SKU)
 		r.svc.logger.Info("retired a closed sale: the gate and the queue forgot it", "sku", sale.SKU, "sale", sale.ID)
 	}
 	return done, errors.Join(errs...)

@@ -11,9 +11,10 @@ import (
 	"github.com/flashsale/flashsale/challenge"
 )
 
-// TestOneCardOneWin: fifty accounts sharing one payment instrument,
-// reserving at once, win once between them: the instrument check is in the
-// gate's atomic step, like the per-user check.
+// TestOneCardOneWin: fifty accounts sharing one payment instrument (their
+// sign-ins vouch for the same card), reserving at once, win once between
+// them: the instrument check is in the gate's atomic step, like the
+// per-user check.
 func TestOneCardOneWin(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		h := newHarness(t, b)
@@ -28,7 +29,7 @@ func TestOneCardOneWin(t *testing.T) {
 			wg.Add(1)
 			go func(i int) {
 				defer wg.Done()
-				r := h.reserve("gpu", fmt.Sprintf("acct-%d", i), adms[i], "k", `{"paymentFingerprint":"card-shared"}`)
+				r := h.reserveAs("gpu", h.jwtCard(fmt.Sprintf("acct-%d", i), "card-shared"), adms[i], "k", nil)
 				switch {
 				case r.status == 201:
 					won.Add(1)
@@ -79,11 +80,11 @@ func TestRateLimitsByAccountAndCard(t *testing.T) {
 		// it would have.)
 		for i := 0; i < 5; i++ {
 			u := fmt.Sprintf("mule-%d", i)
-			if r := h.reserve("tee", u, h.admitPaused("tee", u), "k", `{"paymentFingerprint":"card-x"}`); r.code() != "sold_out" {
+			if r := h.reserveAs("tee", h.jwtCard(u, "card-x"), h.admitPaused("tee", u), "k", nil); r.code() != "sold_out" {
 				t.Fatalf("%s: %d %s", u, r.status, r.body)
 			}
 		}
-		if r := h.reserve("tee", "mule-9", h.admitPaused("tee", "mule-9"), "k", `{"paymentFingerprint":"card-x"}`); r.code() != "rate_limited" {
+		if r := h.reserveAs("tee", h.jwtCard("mule-9", "card-x"), h.admitPaused("tee", "mule-9"), "k", nil); r.code() != "rate_limited" {
 			t.Fatalf("a fresh account on a spent card: %d %s", r.status, r.body)
 		}
 	})
@@ -166,11 +167,11 @@ func TestAutomationIsHeldQuietly(t *testing.T) {
 		t.Fatalf("no published policy: %v", pub)
 	}
 	tok, _ := h.ticketOf("drop", "speedy")
-	for i := 0; i < 40; i++ { // 40 polls inside one second
-		h.status("drop", tok)
+	for i := 0; i < 40; i++ { // 40 polls inside one second, with its own sign-in
+		h.statusBy("drop", tok, "speedy")
 	}
 	h.clock.Advance(200 * time.Millisecond) // the next snapshot carries the hold
-	st := h.status("drop", tok)
+	st := h.statusBy("drop", tok, "speedy")
 	if st["state"] != "waiting" || st["chance"] != "unlikely" {
 		t.Fatalf("a fast poller: %v", st)
 	}
@@ -211,9 +212,9 @@ func TestEarlyPollerIsHeld(t *testing.T) {
 	}
 	for i := 1; i <= 20; i++ {
 		h.clock.Advance(time.Second)
-		h.status("slow", eager)
+		h.statusBy("slow", eager, "eager")
 		if i%10 == 0 {
-			h.status("slow", patient)
+			h.statusBy("slow", patient, "patient")
 		}
 	}
 	h.clock.Advance(200 * time.Millisecond)

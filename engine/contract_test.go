@@ -98,14 +98,15 @@ func TestContractErrors(t *testing.T) {
 			"Idempotency-Key":   "early"}, nil), 409, "not_open")
 
 		// 201, then the gate's rejections.
-		first := reserve(full(map[string]string{"Idempotency-Key": "first"}), `{"quantity":1,"paymentFingerprint":"card-A"}`)
+		// Alice's sign-in vouches for card-A, and so does bob's next one.
+		first := reserve(full(map[string]string{"Idempotency-Key": "first", "Authorization": "Bearer " + h.jwtCard("alice", "card-A")}), `{"quantity":1}`)
 		if first.status != 201 {
 			t.Fatalf("first reserve: %d %s", first.status, first.body)
 		}
 		check("admission already spent", reserve(full(nil), nil), 403, "admission_used")
-		check("same key, other body", reserve(full(map[string]string{"Idempotency-Key": "first"}), `{"quantity":2}`), 422, "idempotency_key_reused")
+		check("same key, other body", reserve(full(map[string]string{"Idempotency-Key": "first", "Authorization": "Bearer " + h.jwtCard("alice", "card-A")}), `{"quantity":2}`), 422, "idempotency_key_reused")
 		bobAdm := h.admit("shoe", "bob")
-		check("instrument already holds", h.do("POST", "/sale/shoe/reserve", map[string]string{"Authorization": "Bearer " + h.jwt("bob"),
+		check("instrument already holds", h.do("POST", "/sale/shoe/reserve", map[string]string{"Authorization": "Bearer " + h.jwtCard("bob", "card-A"),
 			"X-Admission-Token": bobAdm, "Idempotency-Key": "b1"}, `{"paymentFingerprint":"card-A"}`), 409, "limit_reached")
 		carolAdm := h.admit("shoe", "carol")
 		check("more than is left", h.do("POST", "/sale/shoe/reserve", map[string]string{"Authorization": "Bearer " + h.jwt("carol"),

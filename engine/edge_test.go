@@ -22,7 +22,7 @@ func TestEdgeServesTheWaitingRoom(t *testing.T) {
 	h := newHarness(t, backends[1], func(c *engine.Config) { c.AdminToken = "edge-secret" })
 	admin := map[string]string{"Authorization": "Bearer edge-secret"}
 	if r := h.do("POST", "/admin/sales", admin, map[string]any{"sku": "kicks", "initialStock": 2,
-		"opensAt": start.Format(time.RFC3339)}); r.status != 201 {
+		"opensAt": start.Format(time.RFC3339), "display": map[string]any{"title": "Kicks", "brandColor": "#c8102e"}}); r.status != 201 {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
 	edge, err := engine.Open(context.Background(), engine.Config{
@@ -61,6 +61,8 @@ func TestEdgeServesTheWaitingRoom(t *testing.T) {
 	}
 	if r := get("/sale/kicks", nil); r.status != 200 || r.json(t)["state"] != "open" {
 		t.Fatalf("sale at the edge: %d %s", r.status, r.body)
+	} else if d, _ := r.json(t)["display"].(map[string]any); d["title"] != "Kicks" || d["brandColor"] != "#c8102e" {
+		t.Fatalf("the edge publishes the display %v", r.json(t)["display"])
 	}
 	if r := get("/sale/kicks/reserve", nil); r.status != 405 && r.status != 404 {
 		t.Fatalf("the edge must not serve the purchase path: %d", r.status)

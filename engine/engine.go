@@ -21,9 +21,11 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,6 +36,7 @@ import (
 	"github.com/flashsale/flashsale/bulkhead"
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/challenge"
+	"github.com/flashsale/flashsale/console"
 	"github.com/flashsale/flashsale/control"
 	"github.com/flashsale/flashsale/httpapi"
 	"github.com/flashsale/flashsale/identity"
@@ -48,6 +51,7 @@ import (
 	"github.com/flashsale/flashsale/purchase"
 	"github.com/flashsale/flashsale/rebalance"
 	fsredis "github.com/flashsale/flashsale/redis"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/sqlite"
 	"github.com/flashsale/flashsale/sweeper"
 	"github.com/flashsale/flashsale/token"
@@ -113,8 +117,29 @@ type Config struct {
 	// (PEM) with EdDSA or RS256. With neither, the development key is used.
 	UserJWTSecret    string
 	UserJWTPublicKey []byte
-	// AdminToken guards /admin/; empty means loopback only.
+	// InstrumentClaim names the shopper JWT's claim that carries the
+	// payment instrument's fingerprint (default "pmf"): the instrument the
+	// per-instrument limits count.
+	InstrumentClaim string
+	// TrustClientInstrument counts a reserve body's paymentFingerprint
+	// where the shopper's JWT carries no instrument (Demo sets it too).
+	// Off, the body's value counts for nothing: the shopper wrote it.
+	TrustClientInstrument bool
+	// UserJWTAudience and UserJWTIssuer, when set, are the aud and iss a
+	// shopper JWT must carry (identity.WithAudience, WithIssuer): a token
+	// the identity service issued for another service is refused.
+	UserJWTAudience string
+	UserJWTIssuer   string
+	// UserJWTMaxLifetime bounds a shopper JWT's exp - iat (default
+	// identity.DefaultMaxLifetime; see identity.WithMaxLifetime for a
+	// token without iat).
+	UserJWTMaxLifetime time.Duration
+	// AdminToken guards /admin/ and /metrics; empty means loopback only,
+	// and only what a web page cannot send (httpapi's admin guard).
 	AdminToken string
+	// MetricsApart leaves /metrics off Handler: the caller serves
+	// MetricsHandler on a listener of its own.
+	MetricsApart bool
 	// AdmissionTTL is the lifetime of an admission token (default 120s).
 	AdmissionTTL time.Duration
 	// TokenKeys signs waiting-room tokens ("kid:base64url,..."). Empty
@@ -143,7 +168,7 @@ type Config struct {
 	Logger        *slog.Logger
 	// WrapGate, when set, wraps the gate every part uses: fault drills
 	// put a faulty gate in front of the real one.
-	WrapGate func(flashsale.GateAdmin) flashsale.GateAdmin
+	WrapGate func(restock.Gate) restock.Gate
 	// WrapStore, when set, wraps the record the purchase path uses.
 	WrapStore func(flashsale.Store) flashsale.Store
 	// WrapBackground, when set, wraps the record the background work and
@@ -193,7 +218,11 @@ type Config struct {
 	// page, minting development shopper JWTs, but only while shoppers are
 	// verified with the development key: with a real key, minting for
 	// strangers would hand out accounts, so Demo then does nothing.
+	// It also lets the waiting-room page show developer hints.
 	Demo bool
+	// PageDir, when set, is a directory whose files override the
+	// waiting-room page's own (page.Config.Dir).
+	PageDir string
 }
 
 // Engine is an assembled server. Its Handler serves the API; Start runs the
@@ -201,6 +230,13 @@ type Config struct {
 type Engine struct {
 	Config  Config
 	Handler http.Handler
+	// MetricsHandler serves the Prometheus text without any token, for a
+	// listener apart (Config.MetricsApart): every series but those of a
+	// sale not yet published (httpapi.Server.PublicMetrics).
+	MetricsHandler http.Handler
+	// API is the server behind Handler, whose live feed Start and Stop
+	// run.
+	API *httpapi.Server
 	// Store is the record as the purchase path uses it; Background as
 	// the background services and the operator routes do. On PostgreSQL
 	// each has a pool of its own; on SQLite they are one store.
@@ -249,7 +285,16 @@ type Engine struct {
 	// well-known development key.
 	DevelopmentKey bool
 
+	// AccountInFlight gives each account one purchase request in flight
+	// per sale (and one on its reservations) on this server; nil at an
+	// edge.
+	AccountInFlight *bulkhead.Bulkhead
+
 	limiter purchase.Limiter
+	// gate is Gate whole, with its give-back (Restock, Void), which only
+	// package restock is handed: Gate, which every other part has, lacks
+	// it.
+	gate restock.Gate
 	// sharded is the Redis gate, which splits sales over shards.
 	sharded *fsredis.ShardedGate
 
@@ -271,8 +316,9 @@ type Engine struct {
 	relay atomic.Pointer[outbox.Relay]
 }
 
-// Open assembles an engine. On error, whatever was opened is closed.
-func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
+// Open assembles an engine. On error, whatever was opened is closed, and
+// the error names the setting (as serve's flag) or the server at fault.
+func Open(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -292,33 +338,32 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	if cfg.Role == "" {
 		cfg.Role = httpapi.RoleAll
 	}
-	e = &Engine{Config: cfg, Metrics: metrics.New()}
-	defer func() {
-		if err != nil {
-			e.Close()
-		}
-	}()
-	if e.Tokens, err = loadTokenKeys(cfg.TokenKeys, cfg.DataDir); err != nil {
+	e := &Engine{Config: cfg, Metrics: metrics.New()}
+	// The half-built engine is closed here, not through the result: a
+	// failed Open returns no engine to close.
+	if err := e.open(ctx); err != nil {
+		e.Close()
 		return nil, err
 	}
-	switch {
-	case len(cfg.UserJWTPublicKey) > 0:
-		e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey, identity.WithCache(1<<16))
-	case cfg.UserJWTSecret != "":
-		e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret), identity.WithCache(1<<16))
-	default:
-		e.DevelopmentKey = true
-		e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret), identity.WithCache(1<<16))
+	return e, nil
+}
+
+// open assembles e from e.Config; on error, e holds whatever it opened, for
+// Close.
+func (e *Engine) open(ctx context.Context) (err error) {
+	cfg := e.Config
+	if e.Tokens, err = loadTokenKeys(cfg.TokenKeys, cfg.DataDir); err != nil {
+		return err
 	}
-	if err != nil {
-		return nil, fmt.Errorf("shopper JWT key: %w", err)
+	if err := e.openShoppers(); err != nil {
+		return err
 	}
 	e.openRoomInFlight()
 	if cfg.Role == httpapi.RoleEdge {
-		return e, e.openEdge(ctx)
+		return e.openEdge(ctx)
 	}
 	if err := e.openStore(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.WrapBackground != nil {
 		e.Background = cfg.WrapBackground(e.Background)
@@ -339,12 +384,22 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 		return float64(background)
 	})
 	e.openInFlight()
+	e.openAccountInFlight()
 	if err := e.openGate(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if cfg.WrapGate != nil {
-		e.Gate = cfg.WrapGate(e.Gate)
+		e.gate = cfg.WrapGate(e.gate)
 	}
+	e.Gate = e.gate
+	// Units go back to the gate through package restock alone, one for
+	// each pool of the record: the purchase path's cancels and voids, and
+	// the background's expiries, reconciliations and order moves.
+	give := func(record restock.Record) *restock.Service {
+		return restock.New(restock.Config{Record: record, Gate: e.gate, Now: cfg.Now, GateTimeout: cfg.GateTimeout,
+			OrphanGrace: cfg.OrphanGrace, Logger: cfg.Logger, Metrics: e.Metrics})
+	}
+	restockBackground := give(e.Background)
 
 	logger := cfg.Logger
 	e.Catalog = catalog.New(e.Background, catalog.Config{Now: cfg.Now, Logger: logger, Reader: e.saleReader})
@@ -361,16 +416,21 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 				}
 			}})
 	}
-	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Catalog: e.Catalog, Now: cfg.Now,
+	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Restock: restockBackground, Catalog: e.Catalog, Now: cfg.Now,
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
+	if cfg.RedisURL == "" {
+		// This process is the in-process gate's only writer.
+		e.restoreGate(ctx)
+	}
 	e.Retirer = control.NewRetirer(e.Control, control.RetirerConfig{After: cfg.RetireAfter, Queue: e.Queue})
 	e.Snapshots = &waitroom.OriginSnapshots{Catalog: e.Catalog, Gate: e.Gate, Store: e.Background, Queue: e.Queue, Now: cfg.Now}
 	e.Pacer = waitroom.NewPacer(waitroom.PacerConfig{Queue: e.Queue, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Holder: cfg.Source, Tick: cfg.PaceTick, AdmissionTTL: cfg.AdmissionTTL, Logger: logger})
+	e.Snapshots.Pacing = e.Pacer
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
-	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Catalog: e.Catalog, Tokens: e.Tokens,
+	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Catalog: e.Catalog, Tokens: e.Tokens,
 		Limiter: e.limiter, Suspect: e.suspect,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
 		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})
@@ -384,8 +444,8 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue),
 		PlaceCache: placeCache})
-	e.Sweeper = sweeper.New(sweeper.Config{Store: e.Background, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
-		Interval: cfg.SweepInterval, OrphanGrace: cfg.OrphanGrace, Logger: logger, Metrics: e.Metrics})
+	e.Sweeper = sweeper.New(sweeper.Config{Restock: restockBackground, Sales: e.Catalog, Now: cfg.Now,
+		Interval: cfg.SweepInterval, Logger: logger})
 	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Background, Sales: e.Catalog,
 		Pause: e.Control.FailClosed, Now: cfg.Now, Interval: cfg.InvariantInterval, Logger: logger, Metrics: e.Metrics})
 	if e.sharded != nil {
@@ -393,14 +453,52 @@ func Open(ctx context.Context, cfg Config) (e *Engine, err error) {
 			RebuildShards: e.Control.RebuildShards, Interval: cfg.RebalanceInterval, Logger: logger})
 	}
 	if err := e.openRelay(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	e.Handler = httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: page.Handler(),
-		MintDemoToken: e.demoMinter(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
+	pg, err := e.page()
+	if err != nil {
+		return err
+	}
+	api := httpapi.New(httpapi.Config{Role: cfg.Role, Room: e.Room, Shoppers: e.Shoppers, Page: pg,
+		MintDemoToken: e.demoMinter(), Console: console.Handler(), Catalog: e.Catalog, Purchase: e.Purchase, Control: e.Control,
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
-		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, Now: cfg.Now, Logger: logger, Metrics: e.Metrics})
-	return e, nil
+		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart,
+		Now: cfg.Now, Logger: logger, Metrics: e.Metrics,
+		AccountInFlight: e.AccountInFlight, TrustClientInstrument: cfg.TrustClientInstrument || cfg.Demo})
+	e.API = api
+	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
+	return nil
+}
+
+// openShoppers makes the verifier of shopper JWTs, origin and edge alike:
+// the configured key, or the development key, and the audience, issuer and
+// lifetime every token must keep to.
+func (e *Engine) openShoppers() error {
+	cfg := e.Config
+	opts := []identity.Option{identity.WithCache(1 << 16), identity.WithAudience(cfg.UserJWTAudience),
+		identity.WithIssuer(cfg.UserJWTIssuer), identity.WithInstrumentClaim(cfg.InstrumentClaim)}
+	if cfg.UserJWTMaxLifetime < 0 {
+		return errors.New("--user-jwt-max-lifetime must be positive")
+	}
+	opts = append(opts, identity.WithMaxLifetime(cfg.UserJWTMaxLifetime))
+	var err error
+	switch {
+	case len(cfg.UserJWTPublicKey) > 0:
+		if e.Shoppers, err = identity.NewPublicKeyPEM(cfg.UserJWTPublicKey, opts...); err != nil {
+			return fmt.Errorf("--user-jwt-public-key: %w", err)
+		}
+	case cfg.UserJWTSecret != "":
+		if e.Shoppers, err = identity.NewHS256([]byte(cfg.UserJWTSecret), opts...); err != nil {
+			return fmt.Errorf("--user-jwt-secret: %w", err)
+		}
+	default:
+		e.DevelopmentKey = true
+		if e.Shoppers, err = identity.NewHS256([]byte(identity.DevelopmentSecret), opts...); err != nil {
+			return fmt.Errorf("the development key: %w", err)
+		}
+	}
+	return nil
 }
 
 // suspect holds a shopper under the automation policy.
@@ -438,12 +536,25 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	e.Queue = fsredis.NewQueue(client, cfg.RedisPrefix)
 	e.Edge = waitroom.NewEdgeSnapshots(waitroom.EdgeConfig{Origin: strings.TrimRight(cfg.OriginURL, "/"),
 		Token: cfg.OriginToken, EdgeID: cfg.EdgeID, Now: cfg.Now, Logger: cfg.Logger})
+	e.Metrics.EdgeSnapshots(e.Edge.Fetched, cfg.Now)
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Edge, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue)})
-	e.Handler = httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
-		Page: page.Handler(), MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
-		Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+	pg, err := e.page()
+	if err != nil {
+		return err
+	}
+	api := httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
+		Page: pg, MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
+		AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+	e.API = api
+	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
 	return nil
+}
+
+// page is the waiting room's page as this engine serves it: demo hints
+// only for a --demo server, the shop's files from PageDir.
+func (e *Engine) page() (http.Handler, error) {
+	return page.New(page.Config{Demo: e.Config.Demo, DemoSignIn: e.demoMinter() != nil, Dir: e.Config.PageDir})
 }
 
 // Demo shoppers' accounts are a month old (old enough for any demo sale's
@@ -459,9 +570,14 @@ func (e *Engine) demoMinter() func(string) (string, time.Duration, error) {
 	if !e.Config.Demo || !e.DevelopmentKey {
 		return nil
 	}
+	// A demo token lives no longer than the server accepts.
+	ttl := demoTokenTTL
+	if m := e.Config.UserJWTMaxLifetime; m > 0 && m < ttl {
+		ttl = m
+	}
 	return func(user string) (string, time.Duration, error) {
-		tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, demoAccountAge, e.Config.Now(), demoTokenTTL)
-		return tok, demoTokenTTL, err
+		tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, demoAccountAge, e.Config.Now(), ttl)
+		return tok, ttl, err
 	}
 }
 
@@ -482,9 +598,9 @@ func (e *Engine) openStore(ctx context.Context) error {
 		if cfg.DatabaseMaxConns > 0 {
 			opts = append(opts, postgres.WithMaxConns(cfg.DatabaseMaxConns))
 		}
-		st, err := postgres.Open(ctx, cfg.DatabaseURL, opts...)
+		st, err := postgres.Open(ctx, withConnectTimeout(cfg.DatabaseURL), opts...)
 		if err != nil {
-			return fmt.Errorf("open PostgreSQL: %w", err)
+			return fmt.Errorf("--database-url: PostgreSQL at %s: %w", hostOf(cfg.DatabaseURL), err)
 		}
 		e.Store = st
 		e.closers = append(e.closers, st.Close)
@@ -526,11 +642,11 @@ func (e *Engine) openStore(ctx context.Context) error {
 		return nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+		return fmt.Errorf("--data-dir: %w", err)
 	}
 	st, err := sqlite.Open(ctx, filepath.Join(cfg.DataDir, "flashsale.db"), sqlite.WithClock(cfg.Now), sqlite.WithEventsHook(e.eventsWritten))
 	if err != nil {
-		return fmt.Errorf("open SQLite: %w", err)
+		return fmt.Errorf("--data-dir: open SQLite in %s: %w", cfg.DataDir, err)
 	}
 	e.Store = st
 	e.closers = append(e.closers, st.Close)
@@ -632,6 +748,32 @@ func (e *Engine) openInFlight() {
 	e.Metrics.PurchaseInFlight(e.InFlight.InFlight, sized.Max, sized.PerKey)
 }
 
+// How an account waits for its turn on the purchase path: each account
+// has one request in flight per sale (and one on its reservations); up to
+// accountLine more wait, for at most AccountTurnWait, and the rest are told
+// 429 rate_limited at once. A shopper's page sends one request at a time
+// (its retries reuse their Idempotency-Key, and concurrent copies of one
+// request share one turn), so only a burst waits; half a second rides out
+// a reserve or a confirm under load, a short line bounds what a burst
+// parks.
+const (
+	AccountTurnWait = 500 * time.Millisecond
+	accountLine     = 2
+	// accountWaiting bounds the requests waiting for their account's turn
+	// at once, over all accounts: each is a parked goroutine and a timer.
+	accountWaiting = 10_000
+)
+
+// openAccountInFlight sizes the per-account bound on the purchase path
+// (see AccountTurnWait). It has no bound over all accounts: that is
+// InFlight's. It is this process's, like InFlight: with N servers behind a
+// load balancer, an account has at most N requests in flight, while the
+// gate's per-user check and the reserve budgets stay global.
+func (e *Engine) openAccountInFlight() {
+	e.AccountInFlight = bulkhead.New(bulkhead.Config{Max: math.MaxInt32, PerKey: 1, Wait: AccountTurnWait,
+		MaxWaiting: accountWaiting, KeyWaiting: accountLine})
+}
+
 // DefaultRoomInFlightWait is the longest a waiting-room request waits for
 // one of its sale's slots before it is shed, unless
 // Config.RoomInFlightWait says otherwise. It is long: parking, not
@@ -696,7 +838,7 @@ func (e *Engine) openRelay(ctx context.Context) error {
 	case cfg.EventsSink == "nats":
 		js, err := jetstream.Open(ctx, jetstream.Config{URL: cfg.NATSURL, Stream: cfg.NATSStream, Subject: cfg.NATSSubject})
 		if err != nil {
-			return fmt.Errorf("--events-sink nats: %w", err)
+			return fmt.Errorf("--nats-url: NATS at %s: %w", hostOf(cfg.NATSURL), err)
 		}
 		e.closers = append(e.closers, js.Close)
 		sink = js
@@ -723,8 +865,10 @@ func (e *Engine) openGate(ctx context.Context) error {
 		burst = 5
 	}
 	if cfg.RedisURL == "" {
-		e.Gate = memory.New(memory.Config{Now: cfg.Now})
-		e.Queue = memory.NewQueue()
+		e.gate = memory.New(memory.Config{Now: cfg.Now})
+		q := e.openLocalQueue()
+		e.Queue = q
+		e.closers = append(e.closers, func() error { return e.saveLocalQueue(q) })
 		if burst > 0 {
 			b := memory.Budget{Every: every, Burst: burst}
 			e.limiter = memory.NewLimiter(b, b)
@@ -772,7 +916,7 @@ func (e *Engine) openGate(ctx context.Context) error {
 			}
 		},
 	})
-	e.Gate = e.sharded
+	e.gate = e.sharded
 	e.Queue = fsredis.NewQueue(queueClient, cfg.RedisPrefix)
 	if burst > 0 {
 		b := fsredis.Budget{Every: every, Burst: burst}
@@ -786,7 +930,8 @@ func (e *Engine) openGate(ctx context.Context) error {
 // enough that the sale fails closed within a second when Redis is gone.
 // Its connections take name (CLIENT SETNAME; none when empty, or when the
 // URL names them itself), so that CLIENT LIST tells an operator whose
-// connection is whose.
+// connection is whose. As with package redis's Open, the URL's dial_timeout
+// and write_timeout parameters override those timeouts.
 func OpenRedis(ctx context.Context, url, name string) (rueidis.Client, error) {
 	opt, err := rueidis.ParseURL(url)
 	if err != nil {
@@ -796,13 +941,49 @@ func OpenRedis(ctx context.Context, url, name string) (rueidis.Client, error) {
 		opt.ClientName = name
 	}
 	opt.DisableCache = true
-	opt.Dialer.Timeout = 500 * time.Millisecond
-	opt.ConnWriteTimeout = 500 * time.Millisecond
+	if opt.Dialer.Timeout == 0 {
+		opt.Dialer.Timeout = fsredis.DialTimeout
+	}
+	if opt.ConnWriteTimeout == 0 {
+		opt.ConnWriteTimeout = fsredis.WriteTimeout
+	}
 	client, err := rueidis.NewClient(opt)
 	if err != nil {
-		return nil, fmt.Errorf("connect to Redis: %w", err)
+		return nil, fmt.Errorf("--redis-url: Redis at %s does not answer: %w", strings.Join(opt.InitAddress, ", "), err)
 	}
 	return client, nil
+}
+
+// DatabaseConnectTimeout bounds each connection to PostgreSQL the engine
+// opens, unless the URL's connect_timeout says otherwise: without one, a
+// server that drops packets holds the start (and, later, a pool's new
+// connection) for as long as the system's TCP retries last, minutes.
+const DatabaseConnectTimeout = 5 * time.Second
+
+// withConnectTimeout returns a postgres:// URL with connect_timeout set to
+// DatabaseConnectTimeout, unless it sets one itself.
+func withConnectTimeout(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw // pgx says what is wrong with it
+	}
+	q := u.Query()
+	if q.Has("connect_timeout") {
+		return raw
+	}
+	q.Set("connect_timeout", strconv.Itoa(int(DatabaseConnectTimeout/time.Second)))
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// hostOf returns the host:port of a server's URL for an error message:
+// never its user, password or parameters.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "the address given"
+	}
+	return u.Host
 }
 
 // redisName names a client's connections "flashsale-ROLE-PREFIX", the key
@@ -845,6 +1026,7 @@ func (e *Engine) Start(ctx context.Context) {
 	if e.Relay != nil {
 		e.Relay.Start(ctx)
 	}
+	e.API.Start(ctx)
 }
 
 // Stop stops the background services and waits for their rounds.
@@ -853,6 +1035,7 @@ func (e *Engine) Stop() {
 		e.Edge.Stop()
 		return
 	}
+	e.API.Stop()
 	if e.Relay != nil {
 		e.Relay.Stop()
 	}
@@ -870,6 +1053,15 @@ func (e *Engine) Stop() {
 	}
 }
 
+// CloseStreams ends the server's open live streams (the operator's
+// feeds), so that a graceful shutdown does not wait on them: give it to
+// http.Server.RegisterOnShutdown.
+func (e *Engine) CloseStreams() {
+	if e.API != nil {
+		e.API.CloseStreams()
+	}
+}
+
 // RecordCalls returns the calls made to the record so far, and how many of
 // them were made outside any request (by the background work).
 func (e *Engine) RecordCalls() (total, background int64) {
@@ -883,7 +1075,11 @@ func (e *Engine) RecordCalls() (total, background int64) {
 }
 
 // Close releases the gate's and the record's connections, newest first.
+// Closing a nil Engine does nothing.
 func (e *Engine) Close() error {
+	if e == nil {
+		return nil
+	}
 	var errs []error
 	for i := len(e.closers) - 1; i >= 0; i-- {
 		errs = append(errs, e.closers[i]())
@@ -896,8 +1092,10 @@ func (e *Engine) Close() error {
 // else from DataDir/token-keys, generated on first start so that tickets
 // survive a restart.
 func loadTokenKeys(spec, dataDir string) (*token.Keyring, error) {
+	source := "--token-keys"
 	if spec == "" {
 		path := filepath.Join(dataDir, "token-keys")
+		source = "--data-dir: the token keys in " + path
 		b, err := os.ReadFile(path)
 		switch {
 		case err == nil:
@@ -909,20 +1107,24 @@ func loadTokenKeys(spec, dataDir string) (*token.Keyring, error) {
 			}
 			spec = token.FormatKeys([]token.Key{k})
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("--data-dir: %w", err)
 			}
 			if err := os.WriteFile(path, []byte(spec+"\n"), 0o600); err != nil {
-				return nil, fmt.Errorf("keep the token key: %w", err)
+				return nil, fmt.Errorf("--data-dir: keep the token key: %w", err)
 			}
 		default:
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", source, err)
 		}
 	}
 	keys, err := token.ParseKeys(spec)
 	if err != nil {
-		return nil, fmt.Errorf("token keys: %w", err)
+		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	return token.NewKeyring(keys...)
+	ring, err := token.NewKeyring(keys...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return ring, nil
 }
 
 func newKeyID() string {

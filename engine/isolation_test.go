@@ -19,13 +19,14 @@ import (
 	"github.com/flashsale/flashsale/httpapi"
 	recordcalls "github.com/flashsale/flashsale/internal/tally"
 	"github.com/flashsale/flashsale/postgres"
+	"github.com/flashsale/flashsale/restock"
 )
 
 // heldGate holds every reserve of the sales it is told to at the gate's
 // door until the test lets them go: each held reserve keeps its slot of
 // the purchase path, so the test fills the path exactly, without timing.
 type heldGate struct {
-	flashsale.GateAdmin
+	restock.Gate
 	mu    sync.Mutex
 	hold  map[string]bool // sale ID -> hold its reserves
 	users map[string]int  // user -> gate calls on the purchase path
@@ -56,7 +57,7 @@ func (g *heldGate) Lookup(ctx context.Context, saleID, userID, key string) (flas
 	g.mu.Lock()
 	g.users[userID]++
 	g.mu.Unlock()
-	return g.GateAdmin.Lookup(ctx, saleID, userID, key)
+	return g.Gate.Lookup(ctx, saleID, userID, key)
 }
 
 func (g *heldGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
@@ -72,7 +73,7 @@ func (g *heldGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashs
 			return flashsale.GateOutcome{}, ctx.Err()
 		}
 	}
-	return g.GateAdmin.Reserve(ctx, r)
+	return g.Gate.Reserve(ctx, r)
 }
 
 // isolated is a harness whose purchase path holds at most max requests in
@@ -83,7 +84,7 @@ func isolated(t *testing.T, b backend, g *heldGate, max, share int) *harness {
 		// Long enough that a held reserve is never failed closed while
 		// the test holds it.
 		c.GateTimeout = time.Minute
-		c.WrapGate = func(inner flashsale.GateAdmin) flashsale.GateAdmin { g.GateAdmin = inner; return g }
+		c.WrapGate = func(inner restock.Gate) restock.Gate { g.Gate = inner; return g }
 	})
 }
 
@@ -396,8 +397,11 @@ func (s *heldConfirms) ConfirmReservation(ctx context.Context, id, userID, payme
 
 // TestReservationRoutesShareOneBudget: confirm, cancel and reading a
 // reservation name no sale, so they share one budget of a sale's size:
-// with it full, the next is shed with 503 overloaded, while reserves still
-// find slots; once it frees, the repeat succeeds.
+// with it full, another shopper's next is shed with 503 overloaded, while
+// reserves still find slots; once it frees, the repeat succeeds. The
+// shopper whose confirm holds the slot has one turn: a copy of that
+// confirm shares its answer, another of its requests waits for the turn
+// and is told 429.
 func TestReservationRoutesShareOneBudget(t *testing.T) {
 	st := &heldConfirms{entered: make(chan string, 8), release: make(chan struct{})}
 	h := newHarness(t, backends[0], func(c *engine.Config) {
@@ -405,39 +409,54 @@ func TestReservationRoutesShareOneBudget(t *testing.T) {
 		c.WrapStore = func(inner flashsale.Store) flashsale.Store { st.Store = inner; return st }
 	})
 	h.createSale("phone", nil)
-	r := h.reserve("phone", "alice", h.admit("phone", "alice"), "k", nil)
-	if r.status != http.StatusCreated {
-		t.Fatalf("reserve: %d %s", r.status, r.body)
+	reservation := func(user string) string {
+		r := h.reserve("phone", user, h.admit("phone", user), "k", nil)
+		if r.status != http.StatusCreated {
+			t.Fatalf("reserve: %d %s", r.status, r.body)
+		}
+		return r.json(t)["reservationId"].(string)
 	}
-	id := r.json(t)["reservationId"].(string)
+	id, bobID := reservation("alice"), reservation("bob")
 	auth := map[string]string{"Authorization": "Bearer " + h.jwt("alice")}
+	bob := map[string]string{"Authorization": "Bearer " + h.jwt("bob")}
 	confirm := func() response { return h.do("POST", "/reservations/"+id+"/confirm", auth, `{"paymentRef": "p"}`) }
 
-	first := make(chan response, 1)
+	first, copied := make(chan response, 1), make(chan response, 1)
 	go func() { first <- confirm() }()
 	<-st.entered // the reservation routes' one slot is held
+	go func() { copied <- confirm() }()
 
 	for name, r := range map[string]response{
-		"confirm": confirm(),
-		"cancel":  h.do("DELETE", "/reservations/"+id, auth, nil),
-		"get":     h.do("GET", "/reservations/"+id, auth, nil),
+		"confirm": h.do("POST", "/reservations/"+bobID+"/confirm", bob, `{"paymentRef": "p"}`),
+		"cancel":  h.do("DELETE", "/reservations/"+bobID, bob, nil),
+		"get":     h.do("GET", "/reservations/"+bobID, bob, nil),
 	} {
 		if r.status != http.StatusServiceUnavailable || r.code() != "overloaded" || r.header.Get("Retry-After") != "1" {
 			t.Fatalf("%s with the reservation routes' budget full: %d %s, want 503 overloaded", name, r.status, r.body)
 		}
 	}
-	if r := h.reserve("phone", "bob", h.admit("phone", "bob"), "k", nil); r.status != http.StatusCreated {
+	if r := h.do("GET", "/reservations/"+id, auth, nil); r.status != http.StatusTooManyRequests || r.code() != "rate_limited" ||
+		r.header.Get("Retry-After") != "1" {
+		t.Fatalf("alice's read while her confirm is in flight: %d %s, want 429 rate_limited", r.status, r.body)
+	}
+	if r := h.reserve("phone", "carol", h.admit("phone", "carol"), "k", nil); r.status != http.StatusCreated {
 		t.Fatalf("a reserve while confirms hold their budget: %d %s", r.status, r.body)
 	}
 
 	close(st.release)
-	r = <-first
+	r := <-first
 	if r.status != http.StatusOK {
 		t.Fatalf("the held confirm: %d %s", r.status, r.body)
+	}
+	if c := <-copied; c.status != http.StatusOK || c.json(t)["orderId"] != r.json(t)["orderId"] {
+		t.Fatalf("the copy sent meanwhile: %d %s, want the same order as %s", c.status, c.body, r.body)
 	}
 	again := confirm()
 	if again.status != http.StatusOK || again.json(t)["orderId"] != r.json(t)["orderId"] {
 		t.Fatalf("the repeat: %d %s, want the same order as %s", again.status, again.body, r.body)
+	}
+	if r := h.do("POST", "/reservations/"+bobID+"/confirm", bob, `{"paymentRef": "p"}`); r.status != http.StatusOK {
+		t.Fatalf("bob's repeat once the slot is free: %d %s", r.status, r.body)
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
-	"github.com/flashsale/flashsale/sweeper"
+	"github.com/flashsale/flashsale/restock"
 )
 
 // buy takes a shopper from the waiting room to a confirmed order and
@@ -156,7 +156,7 @@ func TestCancelAndRefundRestockOnce(t *testing.T) {
 // restockFails is a gate whose Restock fails while armed, as a gate that
 // stops answering between the record's decision and the restock would.
 type restockFails struct {
-	flashsale.GateAdmin
+	restock.Gate
 	armed atomic.Bool
 }
 
@@ -164,7 +164,7 @@ func (g *restockFails) Restock(ctx context.Context, saleID, reservationID, sourc
 	if g.armed.Load() {
 		return false, errors.New("connection reset (fault drill)")
 	}
-	return g.GateAdmin.Restock(ctx, saleID, reservationID, source)
+	return g.Gate.Restock(ctx, saleID, reservationID, source)
 }
 
 // TestCancelRestockCutBetweenTheSteps: the record cancels the order (and
@@ -174,7 +174,7 @@ func TestCancelRestockCutBetweenTheSteps(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		g := &restockFails{}
 		h := newHarness(t, b, func(c *engine.Config) {
-			c.WrapGate = func(inner flashsale.GateAdmin) flashsale.GateAdmin { g.GateAdmin = inner; return g }
+			c.WrapGate = func(inner restock.Gate) restock.Gate { g.Gate = inner; return g }
 		})
 		h.createSale("lamp", map[string]any{"initialStock": 2})
 		_, orderID := h.buy("lamp", "alice")
@@ -188,9 +188,8 @@ func TestCancelRestockCutBetweenTheSteps(t *testing.T) {
 		if snap.Counter != 1 {
 			t.Fatalf("counter %d before the reconciler, want 1 (the restock was cut)", snap.Counter)
 		}
-		rec := sweeper.New(sweeper.Config{Store: h.eng.Store, Gate: h.eng.Gate, Sales: h.eng.Catalog, Now: h.clock.Now})
 		for range 2 {
-			if _, err := rec.Reconcile(context.Background(), sale); err != nil {
+			if _, err := h.eng.Sweeper.Reconcile(context.Background(), sale); err != nil {
 				t.Fatal(err)
 			}
 		}

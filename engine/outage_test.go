@@ -13,12 +13,13 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/restock"
 )
 
 // faultyGate stands in front of a gate and, while down, fails every call
 // the way an unreachable store does.
 type faultyGate struct {
-	flashsale.GateAdmin
+	restock.Gate
 	down atomic.Bool
 	// slow fails only reserves, as a gate too busy to answer in time
 	// while it still answers a probe.
@@ -41,42 +42,42 @@ func (f *faultyGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flas
 	if f.slow.Load() {
 		return flashsale.GateOutcome{}, context.DeadlineExceeded
 	}
-	return f.GateAdmin.Reserve(ctx, r)
+	return f.Gate.Reserve(ctx, r)
 }
 
 func (f *faultyGate) Lookup(ctx context.Context, sale, user, key string) (flashsale.Hold, bool, error) {
 	if err := f.err(); err != nil {
 		return flashsale.Hold{}, false, err
 	}
-	return f.GateAdmin.Lookup(ctx, sale, user, key)
+	return f.Gate.Lookup(ctx, sale, user, key)
 }
 
 func (f *faultyGate) Snapshot(ctx context.Context, sale string) (flashsale.GateSnapshot, error) {
 	if err := f.err(); err != nil {
 		return flashsale.GateSnapshot{}, err
 	}
-	return f.GateAdmin.Snapshot(ctx, sale)
+	return f.Gate.Snapshot(ctx, sale)
 }
 
 func (f *faultyGate) SetPaused(ctx context.Context, sale string, paused bool, source string) error {
 	if err := f.err(); err != nil {
 		return err
 	}
-	return f.GateAdmin.SetPaused(ctx, sale, paused, source)
+	return f.Gate.SetPaused(ctx, sale, paused, source)
 }
 
-func (f *faultyGate) Rebuild(ctx context.Context, sale string, initial, epoch int64, holds []flashsale.Hold, source string) error {
+func (f *faultyGate) Rebuild(ctx context.Context, sale string, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error {
 	if err := f.err(); err != nil {
 		return err
 	}
-	return f.GateAdmin.Rebuild(ctx, sale, initial, epoch, holds, source)
+	return f.Gate.Rebuild(ctx, sale, initial, epoch, holds, spent, source)
 }
 
 func (f *faultyGate) Ping(ctx context.Context) error {
 	if err := f.err(); err != nil {
 		return err
 	}
-	return f.GateAdmin.Ping(ctx)
+	return f.Gate.Ping(ctx)
 }
 
 // outage is a way to take the gate away and give it back empty, as a Redis
@@ -98,12 +99,12 @@ func newOutage(t *testing.T, b backend) (*outage, func(*engine.Config)) {
 	fg := &faultyGate{}
 	o := &outage{cut: func() { fg.down.Store(true) }, restore: func(t *testing.T, h *harness) {
 		fg.down.Store(false)
-		if err := fg.GateAdmin.Drop(context.Background(), h.saleOf("tv").ID); err != nil {
+		if err := fg.Gate.Drop(context.Background(), h.saleOf("tv").ID); err != nil {
 			t.Fatal(err)
 		}
 	}}
 	return o, func(c *engine.Config) {
-		c.WrapGate = func(g flashsale.GateAdmin) flashsale.GateAdmin { fg.GateAdmin = g; return fg }
+		c.WrapGate = func(g restock.Gate) restock.Gate { fg.Gate = g; return fg }
 	}
 }
 
@@ -152,8 +153,9 @@ func TestGateOutageFailsClosed(t *testing.T) {
 		if r := h.reserve("tv", "early-bird", early, "k", nil); r.status != 403 || r.code() != "admission_expired" {
 			t.Fatalf("admission from before the rebuild: %d %s", r.status, r.body)
 		}
-		// Rebuilt buyers still count: a holder cannot win twice.
-		if r := h.reserve("tv", "u0", h.admit("tv", "u0"), "k2", nil); r.status != 409 || r.code() != "limit_reached" {
+		// A holder cannot win twice: its turn was rebuilt spent (which the
+		// gate checks before its rebuilt buyer).
+		if r := h.reserve("tv", "u0", h.admit("tv", "u0"), "k2", nil); r.status != 403 || r.code() != "admission_used" {
 			t.Fatalf("holder after rebuild: %d %s", r.status, r.body)
 		}
 		// Rebuilt keys still replay.
@@ -260,7 +262,7 @@ func (h *harness) admitOrEmpty(sku, user string) string {
 func TestSlowGateCallDoesNotPause(t *testing.T) {
 	fg := &faultyGate{}
 	h := newHarness(t, backends[0], func(c *engine.Config) {
-		c.WrapGate = func(g flashsale.GateAdmin) flashsale.GateAdmin { fg.GateAdmin = g; return fg }
+		c.WrapGate = func(g restock.Gate) restock.Gate { fg.Gate = g; return fg }
 	})
 	h.createSale("tv", map[string]any{"initialStock": 5})
 	adm := h.admit("tv", "alice")

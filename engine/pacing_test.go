@@ -9,12 +9,13 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
+	"github.com/flashsale/flashsale/restock"
 )
 
 // slowGate makes every reserve take extra time while slow is set, as a
 // struggling gate does.
 type slowGate struct {
-	flashsale.GateAdmin
+	restock.Gate
 	slow atomic.Bool
 }
 
@@ -22,7 +23,7 @@ func (g *slowGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashs
 	if g.slow.Load() {
 		time.Sleep(300 * time.Millisecond)
 	}
-	return g.GateAdmin.Reserve(ctx, r)
+	return g.Gate.Reserve(ctx, r)
 }
 
 // TestAdmissionsFollowThePurchasePath: the pacer hears every reserve the
@@ -31,7 +32,7 @@ func (g *slowGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashs
 func TestAdmissionsFollowThePurchasePath(t *testing.T) {
 	g := &slowGate{}
 	h := newHarness(t, backends[0], func(c *engine.Config) {
-		c.WrapGate = func(inner flashsale.GateAdmin) flashsale.GateAdmin { g.GateAdmin = inner; return g }
+		c.WrapGate = func(inner restock.Gate) restock.Gate { g.Gate = inner; return g }
 		c.ReserveBurst = -1
 	})
 	h.createSale("paced", map[string]any{"initialStock": 100000, "admissionPerSecond": 400})

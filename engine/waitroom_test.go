@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,6 +26,17 @@ func (h *harness) ticketOf(sku, user string) (string, map[string]any) {
 func (h *harness) status(sku, tok string) map[string]any {
 	h.t.Helper()
 	r := h.do("GET", "/sale/"+sku+"/status?token="+tok, nil, nil)
+	if r.status != http.StatusOK {
+		h.t.Fatalf("status: %d %s", r.status, r.body)
+	}
+	return r.json(h.t)
+}
+
+// statusBy polls as the shopper's page does: the ticket in X-Ticket and the
+// shopper's JWT, so that the poll counts as the shopper's own.
+func (h *harness) statusBy(sku, tok, user string) map[string]any {
+	h.t.Helper()
+	r := h.do("GET", "/sale/"+sku+"/status", map[string]string{"X-Ticket": tok, "Authorization": "Bearer " + h.jwt(user)}, nil)
 	if r.status != http.StatusOK {
 		h.t.Fatalf("status: %d %s", r.status, r.body)
 	}
@@ -322,5 +334,60 @@ func TestPacedWaitIsHonest(t *testing.T) {
 			t.Fatalf("odds: %v", st)
 		}
 		last = pos
+	}
+}
+
+// TestWaitJustAfterTheOpen: half a second after the open, the shopper at
+// place p of a sale admitting r a second is told a wait of the order of
+// p/r (at most the published quarter more, and a second of rounding),
+// and asked back accordingly, however long before the open the sale was
+// created and polled. Before the fix, a sale polled through the hour
+// before its open measured its rate decaying to nothing, and told such a
+// shopper hours.
+func TestWaitJustAfterTheOpen(t *testing.T) {
+	const (
+		rate   = 10
+		places = 200
+	)
+	for _, lead := range []time.Duration{time.Hour, time.Minute, 8 * time.Second, 0} {
+		t.Run(lead.String(), func(t *testing.T) {
+			h := newHarness(t, backends[0])
+			opens := h.clock.Now().Add(lead)
+			sku := "drop"
+			h.createSale(sku, map[string]any{"initialStock": 1000, "admissionPerSecond": rate,
+				"opensAt": opens.Format(time.RFC3339Nano)})
+			toks := make([]string, places)
+			for i := range toks {
+				toks[i], _ = h.ticketOf(sku, fmt.Sprintf("u%d", i))
+			}
+			// The crowd polls while it waits for the open.
+			for h.clock.Now().Before(opens) {
+				h.status(sku, toks[places-1])
+				h.clock.Advance(min(opens.Sub(h.clock.Now()), lead/20+time.Second))
+			}
+			h.warm()
+			ctx := context.Background()
+			for range 2 { // the pacer's loop ticks every 250ms from the open
+				if err := h.eng.Pacer.TickOnce(ctx); err != nil {
+					t.Fatal(err)
+				}
+				h.clock.Advance(250 * time.Millisecond)
+				h.status(sku, toks[0])
+			}
+			// Half a second after the open:
+			r := h.do("GET", "/sale/"+sku+"/status?token="+toks[places-1], nil, nil)
+			st := r.json(t)
+			if st["state"] != "waiting" {
+				t.Fatalf("place %d at the open: %v", places, st)
+			}
+			p := st["position"].(float64)
+			wait := st["estimatedWaitSeconds"].(float64)
+			if lo, hi := p/rate, p/rate*waitroom.WaitMargin+1; wait < lo || wait > hi {
+				t.Errorf("place %v of a sale admitting %d a second is told %vs, want %v to %v", p, rate, wait, lo, hi)
+			}
+			if ra := r.header.Get("Retry-After"); ra != strconv.Itoa(max(1, int(wait)/20)) {
+				t.Errorf("Retry-After %s for a wait of %vs", ra, wait)
+			}
+		})
 	}
 }

@@ -257,6 +257,9 @@ func (r *rig) do(method, path string, headers map[string]string, body any) respo
 	if err != nil {
 		panic(err)
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range headers {
 		req.Header.Set(k, v)
 	}

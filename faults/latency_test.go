@@ -11,6 +11,7 @@ import (
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/restock"
 )
 
 // lateGate stands in front of the real gate and, while lose is set, lets
@@ -18,7 +19,7 @@ import (
 // gate has decremented, the caller's timeout has fired. That is the case a
 // retry must not turn into a second decrement.
 type lateGate struct {
-	flashsale.GateAdmin
+	restock.Gate
 	lose atomic.Bool
 	n    atomic.Int64
 
@@ -27,7 +28,7 @@ type lateGate struct {
 }
 
 func (g *lateGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
-	out, err := g.GateAdmin.Reserve(ctx, r)
+	out, err := g.Gate.Reserve(ctx, r)
 	if err != nil || out.Verdict != flashsale.VerdictWon || !g.lose.Load() || g.n.Add(1)%3 != 0 {
 		return out, err
 	}
@@ -50,7 +51,7 @@ func TestGateLatency(t *testing.T) {
 	proxy := testenv.NewProxy(t, hostOf(testenv.RedisURL()))
 	late := &lateGate{lost: map[string]string{}}
 	r := newRig(t, rigConfig{redisURL: "redis://" + proxy.Addr() + "/0", start: true, tweak: func(c *engine.Config) {
-		c.WrapGate = func(g flashsale.GateAdmin) flashsale.GateAdmin { late.GateAdmin = g; return late }
+		c.WrapGate = func(g restock.Gate) restock.Gate { late.Gate = g; return late }
 	}})
 	const sku = "camera"
 	r.createSale(sku, stock, nil)

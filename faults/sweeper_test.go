@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/engine"
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/sweeper"
 )
 
@@ -23,7 +25,7 @@ var errKilled = errors.New("sweeper killed (fault drill)")
 // just after (the gate gave the units back, the sweeper never learned).
 // It is used by one incarnation, from one goroutine.
 type killingGate struct {
-	flashsale.GateAdmin
+	restock.Gate
 	rng    *rand.Rand
 	kill   context.CancelFunc
 	killed *atomic.Int64
@@ -36,12 +38,12 @@ func (g *killingGate) Restock(ctx context.Context, saleID, id, source string) (b
 		g.kill()
 		return false, errKilled
 	case 1:
-		_, _ = g.GateAdmin.Restock(ctx, saleID, id, source)
+		_, _ = g.Gate.Restock(ctx, saleID, id, source)
 		g.killed.Add(1)
 		g.kill()
 		return false, errKilled
 	}
-	return g.GateAdmin.Restock(ctx, saleID, id, source)
+	return g.Gate.Restock(ctx, saleID, id, source)
 }
 
 // TestSweepers: holds expire under load while several sweepers run at
@@ -62,7 +64,12 @@ func TestSweepers(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.sweepers), func(t *testing.T) {
 			clock := testenv.NewClock(time.Now().UTC().Truncate(time.Millisecond))
-			r := newRig(t, rigConfig{clock: clock})
+			// The gate whole, with its give-back, which only package
+			// restock is handed: each sweeper incarnation gets one.
+			var whole restock.Gate
+			r := newRig(t, rigConfig{clock: clock, tweak: func(c *engine.Config) {
+				c.WrapGate = func(g restock.Gate) restock.Gate { whole = g; return g }
+			}})
 			const sku = "ticket"
 			r.createSale(sku, stock, map[string]any{"holdSeconds": 2})
 			ctx, cancel := context.WithTimeout(context.Background(), within)
@@ -96,12 +103,13 @@ func TestSweepers(t *testing.T) {
 					rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
 					for background.Err() == nil {
 						life, kill := context.WithCancel(background)
-						gate := flashsale.GateAdmin(r.eng.Gate)
+						gate := whole
 						if tc.kill {
-							gate = &killingGate{GateAdmin: r.eng.Gate, rng: rng, kill: kill, killed: &killed}
+							gate = &killingGate{Gate: whole, rng: rng, kill: kill, killed: &killed}
 						}
-						s := sweeper.New(sweeper.Config{Store: r.eng.Store, Gate: gate, Sales: r.eng.Catalog,
-							Now: clock.Now, Batch: 4, OrphanGrace: 5 * time.Second})
+						give := restock.New(restock.Config{Record: r.eng.Store, Gate: gate, Now: clock.Now,
+							OrphanGrace: 5 * time.Second})
+						s := sweeper.New(sweeper.Config{Restock: give, Sales: r.eng.Catalog, Now: clock.Now, Batch: 4})
 						for life.Err() == nil {
 							_, _ = s.SweepOnce(life)
 							if rng.IntN(8) == 0 {

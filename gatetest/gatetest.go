@@ -1,8 +1,8 @@
 // Package gatetest is the conformance suite of the stock gate: one set of
 // tests that every flashsale.GateAdmin implementation runs (package memory,
 // package redis), so that the backends cannot drift apart. It is the
-// executable form of the contract written on flashsale.Gate and
-// flashsale.GateAdmin, check order and all.
+// executable form of the contract written on flashsale.Gate,
+// flashsale.GateAdmin and restock.Gate, check order and all.
 //
 // An implementation's tests call Exercise with a Harness:
 //
@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/restock"
 )
 
 // Harness is how the suite makes and tampers with gates of one
@@ -32,7 +33,8 @@ type Harness struct {
 	// dates the audit entries of everything but reserves (a reserve is
 	// dated by its request's Now, which the suite also takes from the
 	// Clock). Gates it returns must not share sales with one another (each
-	// subtest also uses sale ids of its own). Required.
+	// subtest also uses sale ids of its own). The gate must also give
+	// units back (restock.Gate), which the suite exercises. Required.
 	New func(t *testing.T, now func() time.Time) flashsale.GateAdmin
 	// Tamper adds delta to the sale's counter behind the gate's back, the
 	// way a second writer would (a raw INCRBY, a stray adjustment), so the
@@ -90,7 +92,7 @@ func Exercise(t *testing.T, h Harness) {
 		{"OrderAdmissionBeforeSoldOut", testOrderAdmissionBeforeSoldOut},
 		{"OrderSoldOutBeforeLimit", testOrderSoldOutBeforeLimit},
 		{"Limits", testLimits},
-		{"AdmissionSpendLapses", testAdmissionLapses},
+		{"AdmissionSpendLasts", testAdmissionLasts},
 		{"SoldOutWritesNothing", testSoldOutWritesNothing},
 		{"LimitWritesNothing", testLimitWritesNothing},
 		{"HoldCarriesAdmission", testHoldCarriesAdmission},
@@ -105,10 +107,13 @@ func Exercise(t *testing.T, h Harness) {
 		{"Pause", testPause},
 		{"Rebuild", testRebuild},
 		{"RebuildKeepsAdmissionIDs", testRebuildKeepsAdmissionIDs},
+		{"RebuildHandsOutNoTurn", testRebuildHandsOutNoTurn},
 		{"RebuildNotLoaded", testRebuildNotLoaded},
 		{"RebuildRefusesBadHolds", testRebuildRefuses},
 		{"RebuildLarge", testRebuildLarge},
 		{"Tamper", testTamper},
+		{"TamperEitherWay", testTamperEitherWay},
+		{"OrderFull", testOrderFull},
 		{"Audit", testAudit},
 		{"Drop", testDrop},
 		{"SalesAreSeparate", testSalesSeparate},
@@ -131,7 +136,7 @@ type fixture struct {
 	t      *testing.T
 	h      Harness
 	ctx    context.Context
-	g      flashsale.GateAdmin
+	g      restock.Gate
 	clock  *Clock
 	sale   string
 	serial atomic.Int64
@@ -139,7 +144,11 @@ type fixture struct {
 
 func newFixture(t *testing.T, h Harness) *fixture {
 	clock := NewClock()
-	return &fixture{t: t, h: h, ctx: t.Context(), g: h.New(t, clock.Now), clock: clock, sale: flashsale.NewID("sale_")}
+	g, ok := h.New(t, clock.Now).(restock.Gate)
+	if !ok {
+		t.Fatal("gatetest: the gate does not give units back: it is no restock.Gate")
+	}
+	return &fixture{t: t, h: h, ctx: t.Context(), g: g, clock: clock, sale: flashsale.NewID("sale_")}
 }
 
 const epoch = 1
@@ -159,16 +168,15 @@ func (f *fixture) req(user string) flashsale.GateReserve {
 	n := f.serial.Add(1)
 	now := f.clock.Now()
 	return flashsale.GateReserve{
-		SaleID:           f.sale,
-		ReservationID:    fmt.Sprintf("res-%d", n),
-		UserID:           user,
-		Quantity:         1,
-		AdmissionID:      fmt.Sprintf("adm-%d", n),
-		AdmissionExpires: now.Add(10 * time.Minute),
-		Epoch:            epoch,
-		IdempotencyKey:   fmt.Sprintf("key-%d", n),
-		RequestHash:      fmt.Sprintf("hash-%d", n),
-		Now:              now,
+		SaleID:         f.sale,
+		ReservationID:  fmt.Sprintf("res-%d", n),
+		UserID:         user,
+		Quantity:       1,
+		AdmissionID:    fmt.Sprintf("adm-%d", n),
+		Epoch:          epoch,
+		IdempotencyKey: fmt.Sprintf("key-%d", n),
+		RequestHash:    fmt.Sprintf("hash-%d", n),
+		Now:            now,
 	}
 }
 
@@ -603,21 +611,24 @@ func testLimits(t *testing.T, f *fixture) {
 	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch, Initial: 10, Counter: 6, Won: 4, AuditedCounter: 6})
 }
 
-func testAdmissionLapses(t *testing.T, f *fixture) {
+// testAdmissionLasts: a spend outlives the admission token. The waiting
+// room hands an admitted place the same admission id on every poll, an
+// expired token's replacement too, so a gate that forgot the spend when
+// the token expired would give the place a second turn.
+func testAdmissionLasts(t *testing.T, f *fixture) {
 	f.load(5)
 	first := f.req("u1")
-	first.AdmissionExpires = f.clock.Now().Add(time.Minute)
-	f.win(first)
+	won := f.win(first)
 	r := f.req("u2")
 	r.AdmissionID = first.AdmissionID
-	f.clock.Advance(59 * time.Second)
-	r.Now = f.clock.Now()
-	f.expect(r, flashsale.VerdictAdmissionUsed)
-	// The gate remembers a spend only until the admission expires; past
-	// that the token is refused upstream, so the gate may forget it.
-	f.clock.Advance(time.Second)
-	r.Now = f.clock.Now()
-	f.win(r)
+	for _, d := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour} {
+		f.clock.Advance(d)
+		f.expect(f.again(r), flashsale.VerdictAdmissionUsed)
+	}
+	// Nor does its hold's end give the turn back.
+	f.restock(won.ReservationID)
+	f.clock.Advance(24 * time.Hour)
+	f.expect(f.again(r), flashsale.VerdictAdmissionUsed)
 }
 
 func testSoldOutWritesNothing(t *testing.T, f *fixture) {
@@ -738,7 +749,7 @@ func testRestockKeepsNewerHolder(t *testing.T, f *fixture) {
 	stale.Instrument = "card-1"
 	newer := holdOf(f.req("u1"))
 	newer.Instrument = "card-1"
-	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{stale, newer}, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{stale, newer}, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.setPaused(false)
@@ -917,12 +928,14 @@ func testRebuild(t *testing.T, f *fixture) {
 	f.setPaused(true)
 
 	// The record knows a's hold (with 2 units and an instrument, as it
-	// says) and a hold of c the gate lost; b's hold it never saw.
+	// says) and a hold of c the gate lost; b's hold it never saw. It also
+	// knows that f spent an admission on a hold that has ended.
 	ha := holdOf(a)
 	ha.Quantity, ha.Instrument = 2, "card-a"
 	hc := holdOf(f.req("uc"))
+	ended := flashsale.SpentAdmission{UserID: "uf", AdmissionID: "adm-of-an-ended-hold"}
 	f.clock.Advance(time.Second)
-	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+1, []flashsale.Hold{ha, hc}, "test-operator"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+1, []flashsale.Hold{ha, hc}, []flashsale.SpentAdmission{ended}, "test-operator"); err != nil {
 		t.Fatalf("Rebuild: %v", err)
 	}
 	f.wantAudit(f.lastAudit(), "rebuild", "test-operator", 7-8, 7, "")
@@ -956,15 +969,21 @@ func testRebuild(t *testing.T, f *fixture) {
 	if won.ReservationID != retryB.ReservationID {
 		t.Fatalf("b's retry replayed a hold the rebuild dropped: %+v", won)
 	}
-	// Spent admissions were forgotten (their epoch is over).
-	reuse := next("ue")
-	reuse.AdmissionID = a.AdmissionID
-	f.win(reuse)
+	// The record's spent admissions are spent: the live holds' and the
+	// ended one's. b's, which the record never saw, is not.
+	for _, adm := range []string{a.AdmissionID, hc.AdmissionID, ended.AdmissionID} {
+		reuse := next("ue")
+		reuse.AdmissionID = adm
+		f.expect(reuse, flashsale.VerdictAdmissionUsed)
+	}
+	if won.AdmissionID != b.AdmissionID {
+		t.Fatalf("b's retry won with admission %q; want its own, %q", won.AdmissionID, b.AdmissionID)
+	}
 	// A rebuilt hold restocks like any other.
 	if !f.restock(hc.ReservationID) {
 		t.Fatal("restock of a rebuilt hold moved nothing")
 	}
-	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch + 1, Initial: 10, Counter: 6, Won: 5, Restocked: 1, AuditedCounter: 6})
+	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch + 1, Initial: 10, Counter: 7, Won: 4, Restocked: 1, AuditedCounter: 7})
 }
 
 // testHoldCarriesAdmission: every hold the gate hands out names the
@@ -1005,12 +1024,12 @@ func testHoldCarriesAdmission(t *testing.T, f *fixture) {
 }
 
 // testRebuildKeepsAdmissionIDs: rebuilt holds report the admission the
-// record says they spent, without spending it again (the new epoch makes
-// old admissions stale anyway).
+// record says they spent, and that admission is spent: a live hold took its
+// turn.
 func testRebuildKeepsAdmissionIDs(t *testing.T, f *fixture) {
 	a, b := holdOf(f.req("ua")), holdOf(f.req("ub"))
 	b.AdmissionID = ""
-	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{a, b}, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, epoch, []flashsale.Hold{a, b}, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.setPaused(false)
@@ -1024,16 +1043,97 @@ func testRebuildKeepsAdmissionIDs(t *testing.T, f *fixture) {
 		IdempotencyKey: a.IdempotencyKey, RequestHash: a.RequestHash, Now: f.clock.Now(),
 	}
 	f.wantHold("replay of a rebuilt hold", f.expect(replay, flashsale.VerdictReplayed).Hold, a)
-	// Not re-marked spent.
 	reuse := f.req("uc")
 	reuse.AdmissionID = a.AdmissionID
-	f.win(reuse)
+	f.expect(reuse, flashsale.VerdictAdmissionUsed)
+	// b spent none, so none is spent for it.
+	f.win(f.req("uc"))
+}
+
+// testRebuildHandsOutNoTurn: what a shopper can do after a rebuild from the
+// record is what it could do before. A shopper whose hold ended (its turn
+// taken) stays refused with that admission, under the new epoch too (the
+// waiting room hands the same place the same admission id again); a
+// shopper who holds stays limited; a hold the record never took (voided)
+// leaves its admission free. It holds for a gate that had the sale and for
+// one that lost everything (a restarted process, a Redis that lost its
+// keys), since the spends come from the record; and a second rebuild
+// changes nothing.
+func testRebuildHandsOutNoTurn(t *testing.T, f *fixture) {
+	f.load(10)
+	cancelled := f.req("u1")
+	if !f.restock(f.win(cancelled).ReservationID) {
+		t.Fatal("restock moved nothing")
+	}
+	holding := f.req("u2")
+	holding.Instrument = "card-2"
+	held := f.win(holding)
+	voided := f.req("u3")
+	if !f.void(f.win(voided)) {
+		t.Fatal("void moved nothing")
+	}
+	// What the record says: u2's live hold, and the admissions of u1's
+	// ended hold and u2's.
+	holds := []flashsale.Hold{held}
+	spent := []flashsale.SpentAdmission{
+		{UserID: "u1", AdmissionID: cancelled.AdmissionID}, {UserID: "u2", AdmissionID: holding.AdmissionID}}
+	check := func(stage string, e int64) {
+		t.Helper()
+		at := func(r flashsale.GateReserve) flashsale.GateReserve {
+			r = f.again(r)
+			r.Epoch = e
+			r.IdempotencyKey += "-" + stage // a new attempt, not a replay
+			return r
+		}
+		for what, r := range map[string]flashsale.GateReserve{
+			"u1's ended hold's admission": at(cancelled), "u2's live hold's admission": at(holding),
+		} {
+			if out := f.reserve(r); out.Verdict != flashsale.VerdictAdmissionUsed {
+				t.Fatalf("%s: %s: %v; want admission_used", stage, what, out.Verdict)
+			}
+		}
+		limited := at(f.req("u2"))
+		f.expect(limited, flashsale.VerdictLimitReached)
+		card := at(f.req("u4"))
+		card.Instrument = "card-2"
+		f.expect(card, flashsale.VerdictLimitReached)
+		f.wantHold(stage+": replay of the live hold", f.expect(f.again(holding), flashsale.VerdictReplayed).Hold, held)
+	}
+	check("before", epoch)
+
+	f.setPaused(true)
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+1, holds, spent, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.setPaused(false)
+	check("after a rebuild", epoch+1)
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+2, holds, spent, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.setPaused(false)
+	check("after a second rebuild", epoch+2)
+
+	// A gate that lost the sale altogether.
+	if err := f.g.Drop(f.ctx, f.sale); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, epoch+3, holds, spent, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.setPaused(false)
+	check("after a rebuild of a lost sale", epoch+3)
+	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch + 3, Initial: 10, Counter: 9, Won: 1, AuditedCounter: 9})
+
+	// The voided hold's admission was never spent: u3 wins with it.
+	again := f.again(voided)
+	again.Epoch = epoch + 3
+	f.win(again)
 }
 
 func testRebuildNotLoaded(t *testing.T, f *fixture) {
 	h := holdOf(f.req("u1"))
 	h.Quantity = 2
-	if err := f.g.Rebuild(f.ctx, f.sale, 5, 3, []flashsale.Hold{h}, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, 3, []flashsale.Hold{h}, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	// Nothing was loaded before, so the counter went from 0 to 3.
@@ -1044,7 +1144,7 @@ func testRebuildNotLoaded(t *testing.T, f *fixture) {
 		t.Fatalf("Load after Rebuild = %v, %v; want false, nil", ok, err)
 	}
 	// An empty record rebuilds to the full stock.
-	if err := f.g.Rebuild(f.ctx, f.sale, 5, 4, nil, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 5, 4, nil, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Paused: true, Epoch: 4, Initial: 5, Counter: 5, AuditedCounter: 5})
@@ -1068,6 +1168,16 @@ func testRebuildRefuses(t *testing.T, f *fixture) {
 	zero.Quantity = 0
 	noUser := one
 	noUser.UserID = ""
+	for name, spent := range map[string][]flashsale.SpentAdmission{
+		"a spent admission without a user":        {{AdmissionID: "adm-1"}},
+		"a spent admission without an id":         {{UserID: "u1"}},
+		"a separator in a spent admission":        {{UserID: "u1", AdmissionID: "adm\x1f"}},
+		"a separator in a spent admission's user": {{UserID: "u\x1f", AdmissionID: "adm-1"}},
+	} {
+		if err := f.g.Rebuild(f.ctx, f.sale, 3, epoch+1, []flashsale.Hold{one}, spent, "test"); err == nil {
+			t.Errorf("Rebuild with %s = nil; want an error", name)
+		}
+	}
 	for name, holds := range map[string][]flashsale.Hold{
 		"more units than initial": {h1, h2},
 		"repeated reservation":    {one, dup},
@@ -1076,7 +1186,7 @@ func testRebuildRefuses(t *testing.T, f *fixture) {
 		"zero quantity":           {zero},
 		"no user":                 {noUser},
 	} {
-		if err := f.g.Rebuild(f.ctx, f.sale, 3, epoch+1, holds, "test"); err == nil {
+		if err := f.g.Rebuild(f.ctx, f.sale, 3, epoch+1, holds, nil, "test"); err == nil {
 			t.Errorf("Rebuild with %s = nil; want an error", name)
 		}
 	}
@@ -1105,7 +1215,7 @@ func testRebuildLarge(t *testing.T, f *fixture) {
 		}
 	}
 	const units = n/2*1 + n/2*2
-	if err := f.g.Rebuild(f.ctx, f.sale, units+500, epoch+1, holds, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, units+500, epoch+1, holds, nil, "test"); err != nil {
 		t.Fatalf("Rebuild of %d holds: %v", n, err)
 	}
 	f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Paused: true, Epoch: epoch + 1, Initial: units + 500, Counter: 500, Won: units, AuditedCounter: 500})
@@ -1158,7 +1268,7 @@ func testTamper(t *testing.T, f *fixture) {
 		t.Fatalf("after a restock: %+v (drift %d); want drift 3 and counter - audited %d", s, s.Drift(), unaudited)
 	}
 	// A rebuild from the record puts the counter right, and it sells again.
-	if err := f.g.Rebuild(f.ctx, f.sale, 10, 1, nil, "rebuild"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, 1, nil, nil, "rebuild"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.g.SetPaused(f.ctx, f.sale, false, "operator"); err != nil {
@@ -1167,6 +1277,144 @@ func testTamper(t *testing.T, f *fixture) {
 	f.win(f.req("u4"))
 	if s := f.snapshot(); s.Drift() != 0 || s.Counter != 9 {
 		t.Fatalf("after the rebuild: %+v", s)
+	}
+}
+
+// testTamperEitherWay: a counter written behind the gate sells nothing,
+// whichever way it was moved (up, down, to zero, below zero) and whether
+// or not the gate had already seen the sale sold out. The checks before
+// the drift in flashsale.Verdict's order (the idempotency key) still
+// answer first; every check after it (the epoch, the admission, the
+// stock, the limits) answers paused, the first time and every time after,
+// so that no gate's quicker path for a repeated or a sold-out rejection
+// can answer sold out where the order says paused. Nothing is written.
+func testTamperEitherWay(t *testing.T, f *fixture) {
+	for _, tc := range []struct {
+		name    string
+		soldOut bool // the gate answered sold out before the write
+		delta   int64
+	}{
+		{"up", false, 3},
+		{"down", false, -3},
+		{"down to zero", false, -9},
+		{"below zero", false, -12},
+		{"up from sold out", true, 2},
+		{"down from sold out", true, -1},
+	} {
+		f.sale = flashsale.NewID("sale_")
+		initial := int64(10)
+		if tc.soldOut {
+			initial = 1
+		}
+		f.load(initial)
+		held := f.req("u1")
+		held.Instrument = "card-1"
+		won := f.win(held)
+		if tc.soldOut {
+			f.expect(f.req("u2"), flashsale.VerdictSoldOut)
+		}
+		f.h.Tamper(t, f.g, f.sale, tc.delta)
+		counter := initial - 1 + tc.delta
+		if s := f.snapshot(); s.Counter != counter || s.Drift() != tc.delta {
+			t.Fatalf("%s: after the write behind the gate %+v (drift %d); want counter %d, drift %d",
+				tc.name, s, s.Drift(), counter, tc.delta)
+		}
+		snap, n := f.snapshot(), len(f.audit())
+
+		// The key on record comes before the drift.
+		f.wantHold(tc.name+": replay", f.expect(f.again(held), flashsale.VerdictReplayed).Hold, won)
+		reused := f.again(held)
+		reused.RequestHash = "changed"
+		f.expect(reused, flashsale.VerdictKeyReused)
+
+		// Everything after it is hidden behind it.
+		stale := f.req("u3")
+		stale.Epoch = epoch + 1
+		spent := f.req("u4")
+		spent.AdmissionID = held.AdmissionID
+		big := f.req("u5")
+		big.Quantity = int(max(counter, 0)) + 1
+		card := f.req("u6")
+		card.Instrument = held.Instrument
+		for what, r := range map[string]flashsale.GateReserve{
+			"a fresh request": f.req("u7"), "a stale epoch": stale, "a spent admission": spent,
+			"more than is left": big, "the winner again": f.req("u1"), "the winner's card": card,
+		} {
+			for try := range 3 {
+				out := f.reserve(f.again(r))
+				if out.Verdict != flashsale.VerdictPaused || out.Remaining != counter || out.Epoch != epoch {
+					t.Fatalf("%s: %s, try %d: %+v; want paused with %d left at epoch %d",
+						tc.name, what, try+1, out, counter, epoch)
+				}
+			}
+		}
+		if got := f.snapshot(); got != snap {
+			t.Fatalf("%s: rejections changed the snapshot: %+v, was %+v", tc.name, got, snap)
+		}
+		if got := len(f.audit()); got != n {
+			t.Fatalf("%s: rejections wrote %d audit entries", tc.name, got-n)
+		}
+		if _, found := f.lookup(held.UserID, held.IdempotencyKey); !found {
+			t.Fatalf("%s: the winner's key is forgotten", tc.name)
+		}
+		// A hold still comes back, and the drift stays.
+		if !f.restock(won.ReservationID) {
+			t.Fatalf("%s: restock moved nothing", tc.name)
+		}
+		f.expect(f.req("u8"), flashsale.VerdictPaused)
+		if d := f.snapshot().Drift(); d != tc.delta {
+			t.Fatalf("%s: drift %d after a restock; want %d", tc.name, d, tc.delta)
+		}
+	}
+}
+
+// testOrderFull walks flashsale.Verdict's whole order with one request
+// that fails every check, putting right one thing at a time: each answer
+// is the first check still failing. Each step asks twice, so that a gate
+// answering repeated rejections another way (a lock-free path, a
+// sold-out script) is held to the same order. It runs with the counter
+// written behind the gate upwards and downwards (to zero).
+func testOrderFull(t *testing.T, f *fixture) {
+	for _, delta := range []int64{3, -1} {
+		f.sale = flashsale.NewID("sale_")
+		step := func(what string, r flashsale.GateReserve, want flashsale.Verdict) {
+			t.Helper()
+			for try := range 2 {
+				if out := f.reserve(f.again(r)); out.Verdict != want {
+					t.Fatalf("delta %+d, %s, try %d: %v; want %v", delta, what, try+1, out.Verdict, want)
+				}
+			}
+		}
+		first := f.req("u1")
+		first.Instrument = "card-1"
+		r := first
+		r.RequestHash = "another request"
+		r.Epoch = epoch + 1
+		r.Quantity = 5
+		step("not loaded", r, flashsale.VerdictNotLoaded)
+		f.load(2)
+		f.win(first)
+		f.setPaused(true)
+		f.h.Tamper(t, f.g, f.sale, delta)
+		step("the key holds another request", r, flashsale.VerdictKeyReused)
+		r.IdempotencyKey = "key-of-" + f.sale
+		step("paused", r, flashsale.VerdictPaused)
+		f.setPaused(false)
+		step("written behind the gate", r, flashsale.VerdictPaused)
+		f.h.Tamper(t, f.g, f.sale, -delta)
+		step("a stale epoch", r, flashsale.VerdictStaleEpoch)
+		r.Epoch = epoch
+		step("a spent admission", r, flashsale.VerdictAdmissionUsed)
+		r.AdmissionID = "adm-of-" + f.sale
+		step("more than is left", r, flashsale.VerdictSoldOut)
+		r.Quantity = 1
+		step("the shopper holds", r, flashsale.VerdictLimitReached)
+		r.UserID = "u2"
+		step("the card holds", r, flashsale.VerdictLimitReached)
+		r.Instrument = ""
+		f.win(f.again(r))
+		f.wantSnapshot(flashsale.GateSnapshot{Loaded: true, Epoch: epoch, Initial: 2, Counter: 0, Won: 2,
+			AuditedCounter: 0})
 	}
 }
 

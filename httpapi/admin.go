@@ -27,6 +27,8 @@ type createSaleBody struct {
 	MinAccountAgeSeconds int                `json:"minAccountAgeSeconds"`
 	ChallengeBits        int                `json:"challengeBits"`
 	Shards               *int               `json:"shards"`
+	RequireInstrument    bool               `json:"requireInstrument"`
+	Display              *flashsale.Display `json:"display"`
 }
 
 func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
@@ -52,6 +54,10 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
 		AdmissionPerSecond:   b.AdmissionPerSecond,
 		MinAccountAgeSeconds: b.MinAccountAgeSeconds,
 		ChallengeBits:        b.ChallengeBits,
+		RequireInstrument:    b.RequireInstrument,
+	}
+	if b.Display != nil {
+		in.Display = *b.Display
 	}
 	if b.ClosesAt != nil {
 		in.ClosesAt = b.ClosesAt.UTC()
@@ -120,8 +126,10 @@ type adminSaleJSON struct {
 	AdmissionPerSecond   int                 `json:"admissionPerSecond"`
 	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
 	ChallengeBits        int                 `json:"challengeBits"`
+	RequireInstrument    bool                `json:"requireInstrument"`
 	Shards               int                 `json:"shards"`
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
+	Display              *flashsale.Display  `json:"display,omitempty"`
 	Epoch                int64               `json:"epoch"`
 	Version              int64               `json:"version"`
 	CreatedAt            time.Time           `json:"createdAt"`
@@ -162,6 +170,13 @@ type adminSaleJSON struct {
 // left out and named in Errors rather than failing the whole view: the
 // operator needs it most when something is broken.
 func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
+	return s.viewFrom(ctx, sale, direct{s})
+}
+
+// viewFrom is the view with its figures read from src: straight from the
+// gate, the record and the queue (direct), or from what the waiting room
+// and the background services already keep (the live feed's, live.go).
+func (s *Server) viewFrom(ctx context.Context, sale *flashsale.Sale, src figures) adminSaleJSON {
 	now := s.cfg.Now()
 	v := adminSaleJSON{
 		SaleID: sale.ID, SKU: sale.SKU, Name: sale.Name, State: sale.StateAt(now), PauseReason: sale.PauseReason,
@@ -169,14 +184,18 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		ClosesAt: timePtr(sale.ClosesAt), HoldSeconds: sale.HoldSeconds, PerUserLimit: sale.PerUserLimit,
 		Fairness: sale.Fairness, RegistrationClosesAt: timePtr(sale.RegistrationClosesAt),
 		AdmissionPerSecond: sale.AdmissionPerSecond, MinAccountAgeSeconds: sale.MinAccountAgeSeconds,
-		ChallengeBits: sale.ChallengeBits, Shards: sale.Shards, SeedCommitment: sale.SeedCommitment,
+		ChallengeBits: sale.ChallengeBits, RequireInstrument: sale.RequireInstrument, Shards: sale.Shards, SeedCommitment: sale.SeedCommitment,
 		Epoch: sale.Epoch, Version: sale.Version, CreatedAt: sale.CreatedAt.UTC(), UpdatedAt: sale.UpdatedAt.UTC(),
 		Rejections: s.rejections.of(sale.SKU),
 		Invariant:  invariantJSON{OK: true},
 	}
+	if !sale.Display.IsZero() {
+		d := sale.Display
+		v.Display = &d
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	snap, err := s.cfg.Gate.Snapshot(ctx, sale.ID)
+	snap, err := src.gate(ctx, sale)
 	switch {
 	case err != nil:
 		v.Gate = "unreachable"
@@ -196,20 +215,20 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 			v.State = flashsale.SaleSoldOut
 		}
 	}
-	totals, err := s.cfg.Store.SaleTotals(ctx, sale.ID)
+	totals, err := src.totals(ctx, sale)
 	if err != nil {
 		v.Errors = append(v.Errors, "record: unreachable")
 	}
 	v.Pending, v.Confirmed, v.Expired, v.Cancelled, v.Voided = totals.Pending, totals.Confirmed, totals.Expired, totals.Cancelled, totals.Voided
-	if st, err := s.cfg.Store.OutboxStats(ctx, sale.ID); err != nil {
+	if st, ok, err := src.outbox(ctx, sale); err != nil {
 		v.Errors = append(v.Errors, "outbox: unreachable")
-	} else {
+	} else if ok {
 		v.Outbox = outboxOut(st, now)
 	}
 	issued := int64(0)
 	upTo := int64(0)
 	if s.cfg.Queue != nil {
-		if n, err := s.cfg.Queue.Len(ctx, sale.ID); err == nil {
+		if n, err := src.issued(ctx, sale); err == nil {
 			issued = n
 		}
 		switch {
@@ -217,7 +236,7 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		case sale.AdmissionPerSecond <= 0:
 			upTo = issued
 		default:
-			if n, err := s.cfg.Queue.Admitted(ctx, sale.ID); err == nil {
+			if n, err := src.admitted(ctx, sale); err == nil {
 				upTo = min(n, issued)
 			}
 		}
@@ -229,7 +248,7 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 		}
 	}
 	if sale.Fairness != flashsale.FairnessFIFO {
-		if d, err := s.cfg.Store.Draw(ctx, sale.ID); err == nil && !d.DrawnAt.IsZero() {
+		if d, err := src.draw(ctx, sale); err == nil && !d.DrawnAt.IsZero() {
 			at := d.DrawnAt.UTC()
 			v.Draw = &drawJSON{DrawnAt: &at, Entrants: d.Entrants, Winners: d.Winners}
 		} else if err == nil {
@@ -238,8 +257,8 @@ func (s *Server) view(ctx context.Context, sale *flashsale.Sale) adminSaleJSON {
 	}
 	v.Edges = s.edges.of(sale.SKU, now)
 	if s.cfg.Queue != nil {
-		if held, err := s.cfg.Queue.Suspects(ctx, sale.ID); err == nil {
-			v.HeldAsAutomation = len(held)
+		if held, err := src.suspects(ctx, sale); err == nil {
+			v.HeldAsAutomation = held
 		}
 	}
 	if s.cfg.Watcher != nil {
@@ -306,6 +325,9 @@ type patchSaleBody struct {
 	MinAccountAgeSeconds *int       `json:"minAccountAgeSeconds"`
 	ChallengeBits        *int       `json:"challengeBits"`
 	InitialStock         *int       `json:"initialStock"`
+	RequireInstrument    *bool      `json:"requireInstrument"`
+	// Display replaces the sale's display as a whole; {} clears it.
+	Display *flashsale.Display `json:"display"`
 }
 
 func (s *Server) patchSale(w http.ResponseWriter, r *http.Request) {
@@ -322,7 +344,7 @@ func (s *Server) patchSale(w http.ResponseWriter, r *http.Request) {
 	sale, err := s.cfg.Control.Update(r.Context(), r.PathValue("sku"), version, control.Patch{
 		Name: b.Name, ClosesAt: b.ClosesAt, AdmissionPerSecond: b.AdmissionPerSecond, HoldSeconds: b.HoldSeconds,
 		PerUserLimit: b.PerUserLimit, MinAccountAgeSeconds: b.MinAccountAgeSeconds, ChallengeBits: b.ChallengeBits,
-		InitialStock: b.InitialStock,
+		InitialStock: b.InitialStock, RequireInstrument: b.RequireInstrument, Display: b.Display,
 	})
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
@@ -445,6 +467,10 @@ func (s *Server) listOrders(w http.ResponseWriter, r *http.Request) {
 	sku := r.URL.Query().Get("sku")
 	if sku == "" {
 		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "The sku query parameter is required."))
+		return
+	}
+	if !flashsale.ValidSKU(sku) {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such sale."))
 		return
 	}
 	sale, err := s.cfg.Store.SaleBySKU(r.Context(), sku)
@@ -578,4 +604,52 @@ func (s *Server) automation(cancel bool) http.HandlerFunc {
 		writeJSON(w, http.StatusOK, map[string]any{"sku": sale.SKU, "orders": rep.Orders, "findings": out,
 			"cancelled": cancelled, "policy": waitroom.AutomationPolicy})
 	}
+}
+
+// figures is where a sale view reads the figures that are not the sale's
+// own: the gate's counter, the record's totals and outbox, the queue.
+type figures interface {
+	gate(ctx context.Context, sale *flashsale.Sale) (flashsale.GateSnapshot, error)
+	totals(ctx context.Context, sale *flashsale.Sale) (flashsale.SaleTotals, error)
+	// outbox reports ok false when the figures were not read (not an
+	// error: the view leaves them out).
+	outbox(ctx context.Context, sale *flashsale.Sale) (st flashsale.OutboxStats, ok bool, err error)
+	issued(ctx context.Context, sale *flashsale.Sale) (int64, error)
+	admitted(ctx context.Context, sale *flashsale.Sale) (int64, error)
+	draw(ctx context.Context, sale *flashsale.Sale) (*flashsale.Draw, error)
+	suspects(ctx context.Context, sale *flashsale.Sale) (int, error)
+}
+
+// direct reads every figure from where it is kept, at each call: the
+// operator's one-off GET.
+type direct struct{ s *Server }
+
+func (d direct) gate(ctx context.Context, sale *flashsale.Sale) (flashsale.GateSnapshot, error) {
+	return d.s.cfg.Gate.Snapshot(ctx, sale.ID)
+}
+
+func (d direct) totals(ctx context.Context, sale *flashsale.Sale) (flashsale.SaleTotals, error) {
+	return d.s.cfg.Store.SaleTotals(ctx, sale.ID)
+}
+
+func (d direct) outbox(ctx context.Context, sale *flashsale.Sale) (flashsale.OutboxStats, bool, error) {
+	st, err := d.s.cfg.Store.OutboxStats(ctx, sale.ID)
+	return st, err == nil, err
+}
+
+func (d direct) issued(ctx context.Context, sale *flashsale.Sale) (int64, error) {
+	return d.s.cfg.Queue.Len(ctx, sale.ID)
+}
+
+func (d direct) admitted(ctx context.Context, sale *flashsale.Sale) (int64, error) {
+	return d.s.cfg.Queue.Admitted(ctx, sale.ID)
+}
+
+func (d direct) draw(ctx context.Context, sale *flashsale.Sale) (*flashsale.Draw, error) {
+	return d.s.cfg.Store.Draw(ctx, sale.ID)
+}
+
+func (d direct) suspects(ctx context.Context, sale *flashsale.Sale) (int, error) {
+	held, err := d.s.cfg.Queue.Suspects(ctx, sale.ID)
+	return len(held), err
 }

@@ -8,9 +8,13 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/flashsale/flashsale"
 )
@@ -55,6 +59,7 @@ var statusOf = map[flashsale.Code]int{
 	flashsale.CodeVersionConflict:      http.StatusPreconditionFailed,
 	flashsale.CodePreconditionRequired: http.StatusPreconditionRequired,
 	flashsale.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
+	flashsale.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	flashsale.CodeInternal:             http.StatusInternalServerError,
 }
 
@@ -74,8 +79,8 @@ type errorBody struct {
 }
 
 // writeError answers err with its code, a safe message and, where the
-// client is asked to come back, Retry-After. Internal errors are logged
-// with their cause; the client sees only a generic message.
+// client is asked to come back, Retry-After. The client sees only a safe
+// message; the log has the cause (see logAnswer).
 func writeError(w http.ResponseWriter, logger *slog.Logger, r *http.Request, err error) {
 	code := flashsale.ErrorCode(err)
 	status := StatusOf(code)
@@ -85,9 +90,7 @@ func writeError(w http.ResponseWriter, logger *slog.Logger, r *http.Request, err
 	} else if status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests {
 		setRetryAfter(w, time.Second)
 	}
-	if status >= 500 {
-		logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err)
-	}
+	logAnswer(logger, r, code, err)
 	var body errorBody
 	body.Error.Code = code
 	body.Error.Message = flashsale.ErrorMessage(err)
@@ -160,6 +163,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error 
 		}
 		return flashsale.Errorf(flashsale.CodeBadRequest, "A JSON body is required.")
 	}
+	if !utf8.Valid(body) {
+		// encoding/json would quietly make each bad byte U+FFFD.
+		return flashsale.Errorf(flashsale.CodeBadRequest, "The JSON body is not valid UTF-8.")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -171,28 +178,128 @@ func decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error 
 	if _, err := dec.Token(); err != io.EOF {
 		return flashsale.Errorf(flashsale.CodeBadRequest, "The JSON body has data after its end.")
 	}
+	if field := cleanStrings(reflect.ValueOf(v), ""); field != "" {
+		return flashsale.Errorf(flashsale.CodeBadRequest, "Field %s must be text without control characters.", strconv.Quote(field))
+	}
 	return nil
 }
 
-// describe says what was wrong with a JSON body without echoing it.
+// describe says what was wrong with a JSON body, in a person's words:
+// without echoing the body beyond a field's name, and without a Go type
+// name (encoding/json's own messages name the handler's types).
 func describe(err error) string {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var parse *time.ParseError
 	switch {
 	case errors.As(err, &syn):
 		return "invalid JSON at byte " + strconv.FormatInt(syn.Offset, 10)
 	case errors.As(err, &typ):
 		if typ.Field != "" {
-			return "field " + strconv.Quote(typ.Field) + " must be " + typ.Type.String()
+			return "field " + strconv.Quote(typ.Field) + " must be " + kindOf(typ.Type)
 		}
-		return "wrong type, expected " + typ.Type.String()
+		return "the body must be " + kindOf(typ.Type)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return "it ends too early"
+	case errors.As(err, &parse), strings.HasPrefix(err.Error(), "Time.UnmarshalJSON"):
+		return "a time must be a string in RFC 3339, such as 2026-08-01T10:00:00Z"
 	}
 	msg := err.Error()
 	const unknown = "json: unknown field "
-	if len(msg) > len(unknown) && msg[:len(unknown)] == unknown {
-		return "unknown field " + msg[len(unknown):]
+	if field, ok := strings.CutPrefix(msg, unknown); ok {
+		if len(field) > 66 {
+			field = field[:64] + `…"`
+		}
+		return "unknown field " + field
 	}
 	return "it is not the expected object"
+}
+
+// logAnswer logs an error answer at the level it deserves. A crowd is
+// answered no thousands of times a second, every answer expected (4xx,
+// 503 overloaded, 503 sale_paused): those are counted in the metrics
+// (flashsale_http_requests_total, flashsale_rejections_total) and logged
+// at DEBUG only. ERROR is kept for what an operator must act on: a bug
+// (internal) or a store that does not answer (unavailable); and as a store
+// that fails, fails for every request, those lines are sampled: the first
+// of each code in a second is written, with how many were left out
+// before it.
+func logAnswer(logger *slog.Logger, r *http.Request, code flashsale.Code, err error) {
+	switch code {
+	case flashsale.CodeInternal, flashsale.CodeUnavailable:
+		if n, ok := errorLines.allow(sampleKey{logger, code}, time.Now()); ok {
+			logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err,
+				"suppressed", n)
+		}
+		return
+	}
+	if logger.Enabled(r.Context(), slog.LevelDebug) {
+		logger.Debug("request answered no", "method", r.Method, "path", r.URL.Path, "code", code,
+			"status", StatusOf(code), "err", err)
+	}
+}
+
+// errorLines samples the ERROR lines of failed requests, per logger and
+// code. It is shared by every Server of the process, so that servers that
+// share a logger share its budget; a process has few loggers. Each server
+// of a fleet samples its own log: a store that fails for every server is
+// one line a second from each.
+var errorLines sampler
+
+// sampleKey is what a line is sampled by: its logger and its code.
+type sampleKey struct {
+	logger *slog.Logger
+	code   flashsale.Code
+}
+
+// sampler lets one line per key through each second, and counts the
+// others. Safe for concurrent use; the zero value is ready.
+type sampler struct {
+	m sync.Map // sampleKey -> *sampled
+}
+
+type sampled struct {
+	second     atomic.Int64 // the Unix second of the last line written
+	suppressed atomic.Int64 // lines left out since
+}
+
+// allow reports whether a line of key may be written at now, and how many
+// were left out since the last one.
+func (s *sampler) allow(key sampleKey, now time.Time) (int64, bool) {
+	v, ok := s.m.Load(key)
+	if !ok {
+		v, _ = s.m.LoadOrStore(key, &sampled{})
+	}
+	e := v.(*sampled)
+	sec := now.Unix()
+	last := e.second.Load()
+	if last != sec && e.second.CompareAndSwap(last, sec) {
+		return e.suppressed.Swap(0), true
+	}
+	e.suppressed.Add(1)
+	return 0, false
+}
+
+// kindOf names what a JSON value must be to fill a Go value of type t.
+func kindOf(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		return "a time in RFC 3339"
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Uintptr:
+		return "a whole number"
+	case t.Kind() == reflect.Float32 || t.Kind() == reflect.Float64:
+		return "a number"
+	case t.Kind() == reflect.Slice || t.Kind() == reflect.Array:
+		return "an array"
+	case t.Kind() == reflect.Struct || t.Kind() == reflect.Map:
+		return "an object"
+	}
+	return "of another type"
 }

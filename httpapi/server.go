@@ -7,9 +7,7 @@ package httpapi
 
 import (
 	"context"
-	"crypto/subtle"
 	"log/slog"
-	"net"
 	"net/http"
 	"path"
 	"runtime/debug"
@@ -18,7 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/bulkhead"
@@ -58,6 +56,9 @@ type Config struct {
 	// only for a --demo server whose shoppers are verified with the
 	// well-known development key (with which anyone can mint anyway).
 	MintDemoToken func(user string) (token string, ttl time.Duration, err error)
+	// Console serves the operator's console at /admin/ and its files
+	// under /admin/assets/ (package console).
+	Console http.Handler
 
 	Catalog    *catalog.Catalog
 	Purchase   *purchase.Service
@@ -70,6 +71,10 @@ type Config struct {
 	Snapshots  *waitroom.OriginSnapshots
 	Pacer      *waitroom.Pacer
 	AdminToken string
+	// MetricsApart leaves /metrics off this handler: it is served on a
+	// listener of its own (PublicMetrics). Otherwise /metrics is guarded
+	// as the operator routes are.
+	MetricsApart bool
 	// InFlight bounds the purchase routes (reserve, and get, confirm and
 	// cancel of a reservation): a request that finds no slot is answered
 	// 503 overloaded before it does any work. Nil bounds nothing.
@@ -82,6 +87,17 @@ type Config struct {
 	// processor, and another sale's shoppers wait their turn behind it.
 	// Nil bounds nothing.
 	RoomInFlight *bulkhead.Bulkhead
+	// AccountInFlight, keyed by a sale (or ReservationRoutes) and a user,
+	// gives each account one purchase request in flight per sale before
+	// it may take one of InFlight's shared slots; its others wait briefly
+	// or are told 429 rate_limited. Nil bounds nothing.
+	AccountInFlight *bulkhead.Bulkhead
+	// TrustClientInstrument counts a reserve body's paymentFingerprint
+	// towards the per-instrument limits when the shopper's JWT carries no
+	// instrument. Off, only the JWT's claim counts: the body is the
+	// shopper's to write. For a demo, or a store whose front end computes
+	// the fingerprint itself.
+	TrustClientInstrument bool
 	// Ready reports whether an edge can answer (its snapshots are fresh);
 	// the origin asks its stores instead.
 	Ready   func(ctx context.Context) error
@@ -96,6 +112,10 @@ type Server struct {
 	mux        *http.ServeMux
 	rejections rejections
 	edges      edgeRegistry
+	// flight joins concurrent copies of one purchase request.
+	flight singleflight.Group
+	// live produces the live feed (live.go); nil at an edge.
+	live *liveHub
 }
 
 // New returns a Server.
@@ -110,6 +130,9 @@ func New(cfg Config) *Server {
 		cfg.Role = RoleAll
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	if cfg.Role != RoleEdge {
+		s.live = newLiveHub(s)
+	}
 	s.routes()
 	return s
 }
@@ -138,7 +161,7 @@ func (s *Server) routes() {
 
 	if origin {
 		// The purchase path.
-		m.HandleFunc("POST /sale/{sku}/reserve", s.postReserve)
+		m.HandleFunc("POST /sale/{sku}/reserve", s.countReserves(s.postReserve))
 		m.HandleFunc("GET /reservations/{id}", s.getReservation)
 		m.HandleFunc("POST /reservations/{id}/confirm", s.postConfirm)
 		m.HandleFunc("DELETE /reservations/{id}", s.deleteReservation)
@@ -147,6 +170,8 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /admin/sales", s.admin(s.createSale))
 		m.HandleFunc("GET /admin/sales", s.admin(s.listSales))
 		m.HandleFunc("GET /admin/sales/{sku}", s.admin(s.showSale))
+		m.HandleFunc("GET /admin/sales/{sku}/live", s.admin(s.liveSale))
+		m.HandleFunc("GET /admin/live", s.admin(s.liveList))
 		m.HandleFunc("PATCH /admin/sales/{sku}", s.admin(s.patchSale))
 		m.HandleFunc("POST /admin/sales/{sku}/pause", s.admin(s.pauseSale))
 		m.HandleFunc("POST /admin/sales/{sku}/resume", s.admin(s.resumeSale))
@@ -164,6 +189,10 @@ func (s *Server) routes() {
 		m.HandleFunc("GET /admin/outbox/dead", s.admin(s.deadEvents))
 		m.HandleFunc("POST /admin/outbox/{id}/replay", s.admin(s.replayEvent))
 		m.HandleFunc("GET "+waitroom.SnapshotsPath, s.admin(s.edgeSnapshots))
+		if s.cfg.Console != nil {
+			m.Handle("GET /admin/{$}", s.consolePage(s.cfg.Console))
+			m.Handle("GET /admin/assets/", s.consolePage(s.cfg.Console))
+		}
 		m.HandleFunc("/admin/", s.unmatched(s.admin(s.notFound)))
 	}
 
@@ -172,8 +201,8 @@ func (s *Server) routes() {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "role": s.cfg.Role})
 	})
 	m.HandleFunc("GET /readyz", s.readyz)
-	if s.cfg.Metrics != nil {
-		m.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{}))
+	if s.cfg.Metrics != nil && !s.cfg.MetricsApart {
+		m.HandleFunc("GET /metrics", s.admin(s.metricsHandler().ServeHTTP))
 	}
 	m.HandleFunc("/", s.unmatched(s.notFound))
 }
@@ -214,6 +243,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// path with "." or ".." segments or doubled slashes names no route
 		// of the contract, so it is answered as such, in JSON.
 		writeError(rec, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such route."))
+		return
+	}
+	if err := screen(r); err != nil {
+		writeError(rec, s.cfg.Logger, r, err)
 		return
 	}
 	s.mux.ServeHTTP(rec, r)
@@ -281,53 +314,15 @@ func (r *statusRecorder) WriteHeader(code int) {
 	r.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap gives http.ResponseController the writer underneath, to flush
+// the live feed's events and set its deadlines.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	if !r.wrote {
 		r.status, r.wrote = http.StatusOK, true
 	}
 	return r.ResponseWriter.Write(b)
-}
-
-// admin guards an operator route: with an admin token configured, the
-// request must carry it; without one, only loopback clients are served.
-func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
-	want := []byte(s.cfg.AdminToken)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if len(want) == 0 {
-			if !loopback(r.RemoteAddr) {
-				writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeForbidden,
-					"No admin token is configured, so operator routes answer only on loopback."))
-				return
-			}
-			h(w, r)
-			return
-		}
-		got, ok := bearer(r)
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeUnauthenticated,
-				"Operator routes need Authorization: Bearer <admin token>."))
-			return
-		}
-		h(w, r)
-	}
-}
-
-func bearer(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	const prefix = "bearer "
-	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
-		return "", false
-	}
-	return strings.TrimSpace(h[len(prefix):]), true
-}
-
-func loopback(remoteAddr string) bool {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"net/url"
@@ -21,6 +22,9 @@ type policyJSON struct {
 	HoldSeconds          int                `json:"holdSeconds"`
 	MinAccountAgeSeconds int                `json:"minAccountAgeSeconds"`
 	Challenge            bool               `json:"challenge"`
+	// RequireInstrument says a reserve needs the payment instrument the
+	// shopper's sign-in vouches for (403 not_eligible without).
+	RequireInstrument bool `json:"requireInstrument"`
 	// Added to the contract: the pace ceiling, the draw's algorithm and,
 	// for a lottery, how many the draw selects.
 	AdmissionPerSecond int    `json:"admissionPerSecond,omitempty"`
@@ -45,6 +49,8 @@ type publicSaleJSON struct {
 	// server's clock: a page counts down from it rather than trust the
 	// device's clock.
 	OpensInSeconds *int64 `json:"opensInSeconds,omitempty"`
+	// Display is how the shop wants the sale shown (contract: display).
+	Display *flashsale.Display `json:"display,omitempty"`
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -66,6 +72,14 @@ func (s *Server) sale(w http.ResponseWriter, r *http.Request) (*flashsale.Sale, 
 }
 
 func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
+	// One address for people and programs: a browser (HTML in Accept) is
+	// sent to the sale's waiting room, a client gets the JSON, and a
+	// cache keeps the two apart.
+	w.Header().Add("Vary", "Accept")
+	if s.cfg.Page != nil && strings.Contains(r.Header.Get("Accept"), "text/html") && flashsale.ValidSKU(r.PathValue("sku")) {
+		http.Redirect(w, r, "/sale/"+url.PathEscape(r.PathValue("sku"))+"/", http.StatusSeeOther)
+		return
+	}
 	snap, err := s.cfg.Room.Sale(r.Context(), r.PathValue("sku"))
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
@@ -84,9 +98,14 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
 			HoldSeconds:          sale.HoldSeconds,
 			MinAccountAgeSeconds: sale.MinAccountAgeSeconds,
 			Challenge:            sale.ChallengeBits > 0,
+			RequireInstrument:    sale.RequireInstrument,
 		},
 	}
 	out.AutomationPolicy = waitroom.AutomationPolicy
+	if !sale.Display.IsZero() {
+		d := sale.Display
+		out.Display = &d
+	}
 	if sale.Fairness != flashsale.FairnessFIFO {
 		out.SeedCommitment = sale.SeedCommitment
 		out.Policy.DrawAlgorithm = waitroom.DrawAlgorithm
@@ -108,6 +127,19 @@ func (s *Server) getSale(w http.ResponseWriter, r *http.Request) {
 		out.OpensInSeconds = &in
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// poller returns the user of the shopper JWT a waiting-room request
+// carries, or "" for one that carries none (the contract's poll needs only
+// the ticket), answering 401 itself for a JWT that does not verify. Only
+// what carries the JWT counts towards the automation hold: see
+// waitroom.Room.StatusFor.
+func (s *Server) poller(w http.ResponseWriter, r *http.Request, sku string) (string, bool) {
+	if r.Header.Get("Authorization") == "" {
+		return "", true
+	}
+	sh, ok := s.shopper(w, r, sku)
+	return sh.UserID, ok
 }
 
 // shopper authenticates the shopper's JWT, answering 401 itself.
@@ -228,9 +260,14 @@ type challengeJSON struct {
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	sku := r.PathValue("sku")
-	tok := queryValue(r.URL.RawQuery, "token")
+	// The ticket in a header keeps it out of the URL, which access logs
+	// and referrers keep; the query parameter still works.
+	tok := r.Header.Get("X-Ticket")
 	if tok == "" {
-		s.reject(w, r, sku, flashsale.Errorf(flashsale.CodeInvalidToken, "The token query parameter is required."))
+		tok = queryValue(r.URL.RawQuery, "token")
+	}
+	if tok == "" {
+		s.reject(w, r, sku, flashsale.Errorf(flashsale.CodeInvalidToken, "The ticket is required: the X-Ticket header or the token query parameter."))
 		return
 	}
 	release, ok := s.roomSlot(w, r, sku)
@@ -238,7 +275,11 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	st, err := s.cfg.Room.Status(r.Context(), sku, tok)
+	by, ok := s.poller(w, r, sku)
+	if !ok {
+		return
+	}
+	st, err := s.cfg.Room.StatusFor(r.Context(), sku, tok, by)
 	if err != nil {
 		s.reject(w, r, sku, err)
 		return
@@ -249,6 +290,10 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		out.OpensAt = timePtr(st.OpensAt)
 		in := seconds(st.OpensAt.Sub(s.cfg.Now()))
 		out.OpensInSeconds = &in
+		if st.Position > 0 {
+			// Added to the contract: the place before the open.
+			out.Position = &st.Position
+		}
 	case waitroom.StateWaiting:
 		wait := seconds(st.EstimatedWait)
 		out.Position, out.EstimatedWaitSeconds = &st.Position, &wait
@@ -292,7 +337,11 @@ func (s *Server) postAdmission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	st, err := s.cfg.Room.Admission(r.Context(), sku, b.Token, b.Salt, b.Nonce)
+	by, ok := s.poller(w, r, sku)
+	if !ok {
+		return
+	}
+	st, err := s.cfg.Room.AdmissionFor(r.Context(), sku, b.Token, b.Salt, b.Nonce, by)
 	if err != nil {
 		s.reject(w, r, sku, err)
 		return
@@ -303,12 +352,6 @@ func (s *Server) postAdmission(w http.ResponseWriter, r *http.Request) {
 type reserveBody struct {
 	Quantity           *int    `json:"quantity"`
 	PaymentFingerprint *string `json:"paymentFingerprint"`
-}
-
-type reservedJSON struct {
-	ReservationID string    `json:"reservationId"`
-	ExpiresAt     time.Time `json:"expiresAt"`
-	Quantity      int       `json:"quantity"`
 }
 
 func (s *Server) postReserve(w http.ResponseWriter, r *http.Request) {
@@ -344,25 +387,71 @@ func (s *Server) postReserve(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.slot(w, r, sku, sale.ID)
-	if !ok {
+	req := purchase.ReserveRequest{
+		Sale:           sale,
+		UserID:         sh.UserID,
+		AccountCreated: sh.AccountCreated,
+		AdmissionToken: r.Header.Get("X-Admission-Token"),
+		IdempotencyKey: key,
+		Quantity:       quantity,
+	}
+	if err := s.instrument(&req, sh, fingerprint); err != nil {
+		s.reject(w, r, sku, err)
 		return
 	}
-	defer release()
-	res, err := s.cfg.Purchase.Reserve(r.Context(), purchase.ReserveRequest{
-		Sale:               sale,
-		UserID:             sh.UserID,
-		AccountCreated:     sh.AccountCreated,
-		AdmissionToken:     r.Header.Get("X-Admission-Token"),
-		IdempotencyKey:     key,
-		Quantity:           quantity,
-		PaymentFingerprint: fingerprint,
+	// Concurrent copies of one request (same shopper, key and body) share
+	// one answer, and so one turn and one slot: a client that repeats
+	// itself is not an account taking the sale's slots.
+	v, err, _ := s.flight.Do("reserve\x1f"+sale.ID+"\x1f"+sh.UserID+"\x1f"+key+"\x1f"+req.Hash(), func() (any, error) {
+		ctx := context.WithoutCancel(r.Context())
+		releaseTurn, err := s.accountTurn(ctx, sale.ID, sh.UserID)
+		if err != nil {
+			return nil, err
+		}
+		defer releaseTurn()
+		releaseSlot, err := s.take(ctx, s.cfg.InFlight, sale.ID, errOverloaded)
+		if err != nil {
+			return nil, err
+		}
+		defer releaseSlot()
+		return s.cfg.Purchase.Reserve(ctx, req)
 	})
 	if err != nil {
 		s.reject(w, r, sku, err)
 		return
 	}
+	res := v.(*flashsale.Reservation)
 	writeJSON(w, http.StatusCreated, reservedJSON{ReservationID: res.ID, ExpiresAt: res.ExpiresAt.UTC(), Quantity: res.Quantity})
+}
+
+// instrument decides which payment instrument the reserve's limits count:
+// the one the shopper's JWT vouches for, where it carries one (a body
+// paymentFingerprint that differs is refused 400); else the body's, only
+// where the server trusts the client's (Config.TrustClientInstrument);
+// else none, and the body's value is kept for the request's hash alone.
+// The instrument decides who is blocked and whose budget is spent: taken
+// from the body alone, it let a shopper leave the limit behind by leaving
+// the field out, or block a victim by sending the victim's.
+func (s *Server) instrument(req *purchase.ReserveRequest, sh identity.Shopper, fingerprint string) error {
+	switch {
+	case sh.Instrument != "":
+		if fingerprint != "" && fingerprint != sh.Instrument {
+			return flashsale.Errorf(flashsale.CodeBadRequest,
+				"paymentFingerprint differs from the payment instrument your sign-in vouches for; leave it out.")
+		}
+		req.PaymentFingerprint = sh.Instrument
+	case s.cfg.TrustClientInstrument:
+		req.PaymentFingerprint = fingerprint
+	default:
+		req.IgnoredFingerprint = fingerprint
+	}
+	return nil
+}
+
+type reservedJSON struct {
+	ReservationID string    `json:"reservationId"`
+	ExpiresAt     time.Time `json:"expiresAt"`
+	Quantity      int       `json:"quantity"`
 }
 
 type reservationJSON struct {
@@ -384,16 +473,15 @@ func (s *Server) getReservation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.slot(w, r, "", ReservationRoutes)
-	if !ok {
-		return
-	}
-	defer release()
-	res, err := s.cfg.Purchase.Reservation(r.Context(), sh.UserID, r.PathValue("id"))
+	id := r.PathValue("id")
+	v, err := s.reservationWork(r, "get", sh.UserID, id, func(ctx context.Context) (any, error) {
+		return s.cfg.Purchase.Reservation(ctx, sh.UserID, id)
+	})
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
 		return
 	}
+	res := v.(*flashsale.Reservation)
 	out := reservationJSON{
 		ReservationID: res.ID, SKU: res.SKU, State: res.State, Quantity: res.Quantity,
 		ExpiresAt: res.ExpiresAt.UTC(), OrderID: res.OrderID,
@@ -423,17 +511,17 @@ func (s *Server) postConfirm(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.slot(w, r, "", ReservationRoutes)
-	if !ok {
-		return
-	}
-	defer release()
-	order, err := s.cfg.Purchase.Confirm(r.Context(), sh.UserID, r.PathValue("id"), body.PaymentRef)
+	id := r.PathValue("id")
+	// Concurrent confirms of one reservation share the first one's
+	// answer: repeating a confirm returns the same order anyway.
+	v, err := s.reservationWork(r, "confirm", sh.UserID, id, func(ctx context.Context) (any, error) {
+		return s.cfg.Purchase.Confirm(ctx, sh.UserID, id, body.PaymentRef)
+	})
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"orderId": order.ID})
+	writeJSON(w, http.StatusOK, map[string]string{"orderId": v.(*flashsale.Order).ID})
 }
 
 func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
@@ -441,17 +529,37 @@ func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	release, ok := s.slot(w, r, "", ReservationRoutes)
-	if !ok {
-		return
-	}
-	defer release()
-	res, err := s.cfg.Purchase.Cancel(r.Context(), sh.UserID, r.PathValue("id"))
+	id := r.PathValue("id")
+	v, err := s.reservationWork(r, "cancel", sh.UserID, id, func(ctx context.Context) (any, error) {
+		return s.cfg.Purchase.Cancel(ctx, sh.UserID, id)
+	})
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"state": string(res.State)})
+	writeJSON(w, http.StatusOK, map[string]string{"state": string(v.(*flashsale.Reservation).State)})
+}
+
+// reservationWork runs a reservation route's work (op on the shopper's
+// reservation id) in the account's turn and a slot of ReservationRoutes;
+// concurrent copies of it (same op, shopper and id) share one run and its
+// answer.
+func (s *Server) reservationWork(r *http.Request, op, userID, id string, work func(context.Context) (any, error)) (any, error) {
+	v, err, _ := s.flight.Do(op+"\x1f"+userID+"\x1f"+id, func() (any, error) {
+		ctx := context.WithoutCancel(r.Context())
+		releaseTurn, err := s.accountTurn(ctx, ReservationRoutes, userID)
+		if err != nil {
+			return nil, err
+		}
+		defer releaseTurn()
+		releaseSlot, err := s.take(ctx, s.cfg.InFlight, ReservationRoutes, errOverloaded)
+		if err != nil {
+			return nil, err
+		}
+		defer releaseSlot()
+		return work(ctx)
+	})
+	return v, err
 }
 
 // ReservationRoutes is the purchase bulkhead's key for the routes that
@@ -468,13 +576,39 @@ var errOverloaded = &flashsale.Error{Code: flashsale.CodeOverloaded,
 	Message:    "Too many purchases are in flight right now and nothing was done; repeat the request (with the same Idempotency-Key) after Retry-After.",
 	RetryAfter: time.Second}
 
-// slot takes a slot of the purchase path for key, or answers 503
-// overloaded itself. The request's own shape and the shopper are checked
-// before (bad input gets its 4xx, never a 503), and nothing else is done
-// before the slot is held: a shed request has stored no key and asked no
-// gate, so its repeat starts afresh.
-func (s *Server) slot(w http.ResponseWriter, r *http.Request, sku, key string) (release func(), ok bool) {
-	return s.acquire(w, r, s.cfg.InFlight, sku, key, errOverloaded)
+// take takes a slot of b for key, or returns shed. A nil b bounds nothing.
+// The request's own shape and the shopper are checked before (bad input
+// gets its 4xx, never a 503), and nothing else is done before the slot is
+// held: a shed request has stored no key and asked no gate, so its repeat
+// starts afresh.
+func (s *Server) take(ctx context.Context, b *bulkhead.Bulkhead, key string, shed error) (release func(), err error) {
+	if b == nil {
+		return func() {}, nil
+	}
+	release, ok := b.Acquire(ctx, key)
+	if !ok {
+		return nil, shed
+	}
+	return release, nil
+}
+
+// errAccountBusy answers a purchase request of an account that already
+// has one in flight for the sale (or its reservations), and whose turn did
+// not come within a short wait.
+var errAccountBusy = &flashsale.Error{Code: flashsale.CodeRateLimited,
+	Message:    "This account already has a purchase request in flight here; wait for its answer, then try again.",
+	RetryAfter: time.Second}
+
+// accountTurn takes the account's one turn on the purchase path for a sale
+// (or for ReservationRoutes), before the request may take one of the slots
+// every shopper shares (Config.AccountInFlight): one account's burst
+// waits its turn briefly or is told 429, and never holds more than one of
+// the sale's slots, so it cannot shed other shoppers' requests with 503.
+// The turn is this process's: behind a load balancer, an account has at
+// most one request in flight per server; the gate's per-user check and
+// the budgets stay global.
+func (s *Server) accountTurn(ctx context.Context, saleKey, userID string) (release func(), err error) {
+	return s.take(ctx, s.cfg.AccountInFlight, saleKey+"\x1f"+userID, errAccountBusy)
 }
 
 // errRoomOverloaded sheds a waiting-room request that found none of its

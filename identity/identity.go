@@ -5,9 +5,16 @@
 //
 // A Verifier accepts exactly one algorithm, the one its key is for: HS256
 // with a shared secret, or EdDSA or RS256 with a public key from a PEM file.
-// A token must carry sub (the user id) and exp; iat and acct_created (the
-// account's creation, in Unix seconds) are optional. Every rejection is
-// ErrUnauthenticated; the HTTP layer answers it with the contract's
+// A token must carry sub (the user id) and exp; iat, acct_created (the
+// account's creation, in Unix seconds) and pmf (the fingerprint of the
+// shopper's payment instrument, as the store vouches for it; the claim's
+// name is configurable) are optional. Where the server is
+// configured with an audience or an issuer, the token's aud and iss must
+// name them (WithAudience, WithIssuer), so that a token the identity
+// service issued for another of the shop's services is refused here; and
+// no token lives longer than the maximum lifetime (WithMaxLifetime), so
+// that a token that leaked is of use for a bounded time. Every rejection
+// is ErrUnauthenticated; the HTTP layer answers it with the contract's
 // unauthenticated code.
 package identity
 
@@ -45,6 +52,11 @@ const (
 	MinHS256SecretLen = 32
 	// MinRSABits is the smallest RSA modulus accepted.
 	MinRSABits = 2048
+	// DefaultMaxLifetime is the longest a token may live, exp - iat,
+	// unless WithMaxLifetime says otherwise: a day, so that a token copied
+	// from a shopper's device (a log, a shared screen) is of no use to
+	// another for longer than that.
+	DefaultMaxLifetime = 24 * time.Hour
 )
 
 // ErrUnauthenticated is the error Verify returns for every token it
@@ -69,6 +81,10 @@ const (
 	errNoSub       reason = "token has no sub claim"
 	errBadSub      reason = "sub is too long or has control characters"
 	errBadAcct     reason = "acct_created is not a number of Unix seconds"
+	errAudience    reason = "aud does not name this service"
+	errIssuer      reason = "iss is not the configured issuer"
+	errIssuedLater reason = "iat is in the future"
+	errTooLong     reason = "token lives longer than the maximum lifetime"
 	errInvalid     reason = "invalid token"
 )
 
@@ -83,6 +99,12 @@ type Shopper struct {
 	AccountCreated time.Time
 	// Expires is the token's exp in UTC.
 	Expires time.Time
+	// Instrument is the fingerprint of the shopper's payment instrument as
+	// the identity service vouches for it (the claim WithInstrumentClaim
+	// names, "pmf" by default), or "" when the token carries none. The
+	// purchase limits per instrument count it, never a value the client
+	// sends of its own accord.
+	Instrument string
 }
 
 // Verifier verifies shopper tokens with one key and algorithm. It is
@@ -94,7 +116,14 @@ type Verifier struct {
 	methods []string // []string{alg}, for jwt.WithValidMethods
 	key     any
 	leeway  time.Duration
-	cache   *cache // nil: no cache
+	// audience and issuer, when not empty, must be the token's aud (one
+	// of them) and iss.
+	audience, issuer string
+	maxLifetime      time.Duration
+	cache            *cache // nil: no cache
+	// instrumentClaim names the payment instrument's claim; "" is
+	// DefaultInstrumentClaim.
+	instrumentClaim string
 }
 
 // Option configures a Verifier.
@@ -104,6 +133,34 @@ type Option func(*Verifier)
 // set). A negative leeway is taken as zero.
 func WithLeeway(d time.Duration) Option {
 	return func(v *Verifier) { v.leeway = max(d, 0) }
+}
+
+// WithAudience requires every token's aud to name audience (aud may be a
+// list; one of its values must be audience). A token without aud is
+// refused. An empty audience checks nothing, the default.
+func WithAudience(audience string) Option {
+	return func(v *Verifier) { v.audience = audience }
+}
+
+// WithIssuer requires every token's iss to be issuer. A token without iss
+// is refused. An empty issuer checks nothing, the default.
+func WithIssuer(issuer string) Option {
+	return func(v *Verifier) { v.issuer = issuer }
+}
+
+// WithMaxLifetime refuses a token whose exp - iat is longer than d
+// (DefaultMaxLifetime unless set; d <= 0 keeps the default). A token
+// without iat does not say how long it was issued for, so it is judged
+// by what is left of it: it is refused while its exp is more than d (plus
+// the leeway) away, as no token issued for at most d can be. A token with
+// an iat in the future (beyond the leeway) is refused too, so that a late
+// iat cannot stretch a token's real life.
+func WithMaxLifetime(d time.Duration) Option {
+	return func(v *Verifier) {
+		if d > 0 {
+			v.maxLifetime = d
+		}
+	}
 }
 
 // WithCache keeps up to about entries verified tokens (at least 2), so that a
@@ -131,7 +188,7 @@ func NewHS256(secret []byte, opts ...Option) (*Verifier, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("identity: the HS256 secret is empty")
 	}
-	return newVerifier(jwt.SigningMethodHS256.Alg(), append([]byte(nil), secret...), opts), nil
+	return newVerifier(jwt.SigningMethodHS256.Alg(), append([]byte(nil), secret...), opts)
 }
 
 // NewPublicKeyPEM returns a Verifier of tokens signed with the private half
@@ -163,12 +220,12 @@ func NewPublicKeyPEM(pemBytes []byte, opts ...Option) (*Verifier, error) {
 	}
 	switch k := pub.(type) {
 	case ed25519.PublicKey:
-		return newVerifier(jwt.SigningMethodEdDSA.Alg(), k, opts), nil
+		return newVerifier(jwt.SigningMethodEdDSA.Alg(), k, opts)
 	case *rsa.PublicKey:
 		if k.N.BitLen() < MinRSABits {
 			return nil, fmt.Errorf("identity: the RSA key has %d bits, want at least %d", k.N.BitLen(), MinRSABits)
 		}
-		return newVerifier(jwt.SigningMethodRS256.Alg(), k, opts), nil
+		return newVerifier(jwt.SigningMethodRS256.Alg(), k, opts)
 	default:
 		return nil, fmt.Errorf("identity: unsupported public key type %T; want Ed25519 or RSA", pub)
 	}
@@ -179,12 +236,15 @@ func NewPublicKeyPEM(pemBytes []byte, opts ...Option) (*Verifier, error) {
 // it.
 func WeakSecret(secret []byte) bool { return len(secret) < MinHS256SecretLen }
 
-func newVerifier(alg string, key any, opts []Option) *Verifier {
-	v := &Verifier{alg: alg, methods: []string{alg}, key: key, leeway: DefaultLeeway}
+func newVerifier(alg string, key any, opts []Option) (*Verifier, error) {
+	v := &Verifier{alg: alg, methods: []string{alg}, key: key, leeway: DefaultLeeway, maxLifetime: DefaultMaxLifetime}
 	for _, o := range opts {
 		o(v)
 	}
-	return v
+	if err := checkInstrumentClaim(v.InstrumentClaim()); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // Algorithm returns the one JWT algorithm v accepts: "HS256", "EdDSA" or
@@ -197,6 +257,11 @@ func (v *Verifier) Algorithm() string { return v.alg }
 type claims struct {
 	jwt.RegisteredClaims
 	AcctCreated json.RawMessage `json:"acct_created"`
+	PMF         json.RawMessage `json:"pmf"`
+	// instrumentClaim names the instrument's claim (set before decoding);
+	// instrument is its raw value (set by UnmarshalJSON).
+	instrumentClaim string
+	instrument      json.RawMessage
 }
 
 // Verify returns the shopper of a token that is valid at now. authorization
@@ -206,9 +271,17 @@ type claims struct {
 // The token must be signed with v's algorithm and key (so "none" and tokens
 // of another algorithm fail); carry an exp that, plus the leeway, is after
 // now, and a sub of at most MaxUserIDLen bytes without control characters;
-// be past its nbf, if it has one, less the leeway; and, if it carries
-// acct_created, have a number there. Every refusal is an error that wraps
-// ErrUnauthenticated. It is safe for concurrent use.
+// be past its nbf, if it has one, less the leeway; have an iat, if it has
+// one, no later than now plus the leeway; live no longer than the maximum
+// lifetime (WithMaxLifetime); name v's audience and issuer, where v has
+// them; if it carries acct_created, have a number there; and if it carries
+// the instrument claim, a fingerprint there (flashsale.ValidInstrument), or
+// null or "". Every refusal is an error that wraps ErrUnauthenticated. It
+// is safe for concurrent use.
+//
+// A token found in the cache is checked against now for its exp and nbf
+// only: everything else a verification decided stays true as time passes
+// (a token without iat only comes nearer its exp).
 func (v *Verifier) Verify(authorization string, now time.Time) (Shopper, error) {
 	tok := bearerToken(authorization)
 	switch {
@@ -229,15 +302,25 @@ func (v *Verifier) Verify(authorization string, now time.Time) (Shopper, error) 
 		}
 	}
 
-	var c claims
-	parser := jwt.NewParser(
+	c := claims{instrumentClaim: v.instrumentClaim}
+	opts := []jwt.ParserOption{
 		jwt.WithValidMethods(v.methods),
 		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
 		jwt.WithLeeway(v.leeway),
 		jwt.WithTimeFunc(func() time.Time { return now }),
-	)
-	if _, err := parser.ParseWithClaims(tok, &c, v.keyFunc); err != nil {
-		return Shopper{}, rejection(err)
+	}
+	if v.audience != "" {
+		opts = append(opts, jwt.WithAudience(v.audience))
+	}
+	if v.issuer != "" {
+		opts = append(opts, jwt.WithIssuer(v.issuer))
+	}
+	if _, err := jwt.NewParser(opts...).ParseWithClaims(tok, &c, v.keyFunc); err != nil {
+		return Shopper{}, v.rejection(err, &c)
+	}
+	if err := v.checkLifetime(&c, now); err != nil {
+		return Shopper{}, err
 	}
 	if c.Subject == "" {
 		return Shopper{}, errNoSub
@@ -249,7 +332,11 @@ func (v *Verifier) Verify(authorization string, now time.Time) (Shopper, error) 
 	if !ok {
 		return Shopper{}, errBadAcct
 	}
-	s := Shopper{UserID: c.Subject, AccountCreated: created, Expires: c.ExpiresAt.UTC()}
+	instrument, ok := instrumentOf(c.instrument)
+	if !ok {
+		return Shopper{}, errBadInstrument
+	}
+	s := Shopper{UserID: c.Subject, AccountCreated: created, Expires: c.ExpiresAt.UTC(), Instrument: instrument}
 	if v.cache != nil {
 		e := entry{shopper: s}
 		if c.NotBefore != nil {
@@ -273,22 +360,54 @@ func (v *Verifier) checkTimes(e entry, now time.Time) error {
 	return nil
 }
 
+// checkLifetime refuses a token that lives longer than v's maximum
+// lifetime: exp - iat, or for a token without iat, exp - now less the
+// leeway. The parser has checked that exp is there.
+func (v *Verifier) checkLifetime(c *claims, now time.Time) error {
+	exp := c.ExpiresAt.Time
+	if c.IssuedAt != nil {
+		if exp.Sub(c.IssuedAt.Time) > v.maxLifetime {
+			return errTooLong
+		}
+		return nil
+	}
+	if exp.Sub(now)-v.leeway > v.maxLifetime {
+		return errTooLong
+	}
+	return nil
+}
+
 func (v *Verifier) keyFunc(*jwt.Token) (any, error) { return v.key, nil }
 
-// rejection maps an error of jwt to the reason for the log. The jwt error
-// itself is dropped: some quote parts of the token.
-func rejection(err error) error {
+// rejection maps an error of jwt to the reason for the log, from the
+// error and the claims as far as they were decoded. The jwt error itself
+// is dropped: some quote parts of the token.
+func (v *Verifier) rejection(err error, c *claims) error {
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return errMalformed
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
 		return errSignature
 	case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-		return errNoExp
+		// exp is always required; aud and iss where configured.
+		switch {
+		case c.ExpiresAt == nil:
+			return errNoExp
+		case v.audience != "" && (len(c.Audience) == 0 || len(c.Audience) == 1 && c.Audience[0] == ""):
+			return errAudience
+		default:
+			return errIssuer
+		}
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return errExpired
 	case errors.Is(err, jwt.ErrTokenNotValidYet):
 		return errNotYetValid
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return errIssuedLater
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return errAudience
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return errIssuer
 	default:
 		return errInvalid
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/flashsale/flashsale"
 )
 
 // DevelopmentSecret is the well-known HS256 key the server verifies shopper
@@ -24,18 +26,22 @@ const NoAccountAge time.Duration = -1
 type mintClaims struct {
 	jwt.RegisteredClaims
 	AcctCreated *int64 `json:"acct_created,omitempty"`
+	// instrumentClaim and instrument, when set (MintInstrument), add the
+	// payment instrument's claim.
+	instrumentClaim, instrument string
 }
 
 // MintHS256 returns an HS256 shopper token for userID signed with secret:
 // sub userID, iat now, exp now+ttl and acct_created now−accountAge, in whole
-// seconds. A negative accountAge (NoAccountAge) leaves acct_created out. It
+// seconds. A negative accountAge (NoAccountAge) leaves acct_created out;
+// MintInstrument adds the payment instrument's claim. It
 // is what `flashsale token --user ID [--account-age 720h]` prints, with
 // DevelopmentSecret unless the operator gives another.
 //
 // It returns an error if secret is empty, userID is
 // not a valid user id (see ValidUserID), ttl is not positive or the account
 // would predate 1970: a token that Verify would refuse is not minted. It is safe for concurrent use.
-func MintHS256(secret []byte, userID string, accountAge time.Duration, now time.Time, ttl time.Duration) (string, error) {
+func MintHS256(secret []byte, userID string, accountAge time.Duration, now time.Time, ttl time.Duration, opts ...MintOption) (string, error) {
 	switch {
 	case len(secret) == 0:
 		return "", errors.New("identity: the HS256 secret is empty")
@@ -55,6 +61,17 @@ func MintHS256(secret []byte, userID string, accountAge time.Duration, now time.
 			return "", errors.New("identity: the account would have been created before 1970")
 		}
 		c.AcctCreated = &created
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.instrumentClaim != "" {
+		if err := checkInstrumentClaim(c.instrumentClaim); err != nil {
+			return "", err
+		}
+		if !flashsale.ValidInstrument(c.instrument) {
+			return "", fmt.Errorf("identity: a payment instrument's fingerprint must be 1 to %d visible ASCII characters", flashsale.MaxInstrumentLen)
+		}
 	}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(secret)
 }

@@ -196,7 +196,7 @@ func TestNoFalsePauseUnderInterleaving(t *testing.T) {
 	_, _ = g.Reserve(ctx, flashsale.GateReserve{SaleID: sale.ID, ReservationID: "r1", UserID: "u1", Quantity: 1,
 		IdempotencyKey: "k", RequestHash: "h", Epoch: 1, Now: now})
 	rec.add(1, 0)
-	if err := g.Rebuild(ctx, sale.ID, 20, 1, nil, "stale rebuild"); err != nil {
+	if err := g.Rebuild(ctx, sale.ID, 20, 1, nil, nil, "stale rebuild"); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.SetPaused(ctx, sale.ID, false, "test"); err != nil {

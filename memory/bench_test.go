@@ -23,15 +23,14 @@ func requests(w, n int, now time.Time) []flashsale.GateReserve {
 	for i := range rs {
 		id := fmt.Sprintf("%d-%d", w, i)
 		rs[i] = flashsale.GateReserve{
-			ReservationID:    "res-" + id,
-			UserID:           "user-" + id,
-			Quantity:         1,
-			AdmissionID:      "adm-" + id,
-			AdmissionExpires: now.Add(10 * time.Minute),
-			Epoch:            1,
-			IdempotencyKey:   "key-" + id,
-			RequestHash:      "hash-" + id,
-			Now:              now,
+			ReservationID:  "res-" + id,
+			UserID:         "user-" + id,
+			Quantity:       1,
+			AdmissionID:    "adm-" + id,
+			Epoch:          1,
+			IdempotencyKey: "key-" + id,
+			RequestHash:    "hash-" + id,
+			Now:            now,
 		}
 	}
 	return rs

@@ -11,7 +11,7 @@ import (
 // answers only when the filter says "no" and takes the lock otherwise.
 //
 // Bits are only ever set (with atomic OR, under the sale's lock); a key that
-// is forgotten (a voided key, a lapsed admission) keeps its bits until the
+// is forgotten (a voided key, an admission a void gave back) keeps its bits until the
 // filter is rebuilt, which costs a false "maybe", never a wrong answer.
 type filter struct {
 	mask  uint64

@@ -247,7 +247,8 @@ func (g *Gate) Load(_ context.Context, saleID string, initial, epoch int64, sour
 	s.reset(b, f)
 	s.counter.Store(initial)
 	s.epoch.Store(epoch)
-	s.flags.Store(s.flags.Load() | flagLoaded)
+	// A new counter has nothing behind it to drift from.
+	s.flags.Store(s.flags.Load()&^flagDrift | flagLoaded)
 	s.seq.Add(1)
 	s.initial, s.won, s.restocked, s.audited = initial, 0, 0, initial
 	s.audit.reserve(int(min(initial+16, presizeMax)))
@@ -255,19 +256,22 @@ func (g *Gate) Load(_ context.Context, saleID string, initial, epoch int64, sour
 	return true, nil
 }
 
-// Rebuild replaces the sale's counter, holds, buyers, instruments and
-// idempotency keys with what the record says, forgets spent admissions
-// (the new epoch makes them stale; a rebuilt hold keeps its AdmissionID but
-// does not spend it again), and leaves the sale loaded and paused:
+// Rebuild replaces the sale's counter, holds, buyers, instruments,
+// idempotency keys and spent admissions with what the record says (spent,
+// and each hold's own AdmissionID), and leaves the sale loaded and paused:
 // resuming is the operator's deliberate step. It returns an error, and
 // changes nothing, if the holds are malformed (see Reserve), repeat a
-// reservation id, or take more than initial units.
-func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, holds []flashsale.Hold, source string) error {
+// reservation id, or take more than initial units, or if a spent admission
+// is malformed (see flashsale.ValidateSpent).
+func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error {
 	if saleID == "" {
 		return errors.New("memory gate: rebuild needs a sale id")
 	}
 	held, err := flashsale.ValidateHolds(holds)
 	if err != nil {
+		return fmt.Errorf("memory gate: rebuild %s: %w", saleID, err)
+	}
+	if err := flashsale.ValidateSpent(spent); err != nil {
 		return fmt.Errorf("memory gate: rebuild %s: %w", saleID, err)
 	}
 	counter := initial - held
@@ -281,7 +285,7 @@ func (g *Gate) Rebuild(_ context.Context, saleID string, initial, epoch int64, h
 		}
 		// Build the new book before locking, so the sale stops only for
 		// the swap.
-		b, f := s.rebuiltBook(initial, holds)
+		b, f := s.rebuiltBook(initial, holds, spent)
 		b.presizeHolds(counter)
 		at := g.now()
 		s.mu.Lock()
@@ -418,6 +422,7 @@ func (g *Gate) Adjust(saleID string, delta int64, source string) error {
 	}
 	s.seq.Add(1)
 	counter := s.counter.Add(delta)
+	s.markDrift()
 	s.seq.Add(1)
 	s.audited += delta
 	s.audit.add(flashsale.AuditEntry{At: at, Op: "adjust", Source: source, Delta: delta, Counter: counter})

@@ -2,7 +2,8 @@ package memory
 
 import (
 	"context"
-	"hash/maphash"
+	"crypto/rand"
+	"encoding/binary"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,23 +15,45 @@ import (
 // sale's queue (the first call of a shopper takes the next place, every
 // later call returns the same one), the entrants of a random sale's
 // pre-queue or a lottery's registration, how far the queue is admitted,
-// and the counters the pacer reads. Safe for concurrent use; use NewQueue.
+// and the counters the pacer reads. Safe for concurrent use; use NewQueue,
+// or LoadQueue for one a previous process saved (Save).
 type Queue struct {
-	seeds [2]maphash.Seed // of userKey's two hashes
-	sales sync.Map        // saleID -> *saleQueue
+	bases [2]uint64 // of userKey's two hashes
+	sales sync.Map  // saleID -> *saleQueue
 }
 
-// userKey is a user id as two 64-bit hashes of independent seeds. A place
-// is the one thing a shopper of a big sale leaves in the queue, so it is
-// kept without the id's string: a sale of two million places is then a few
-// tens of megabytes the garbage collector never scans, where string keys
-// cost it a pointer to follow per shopper. Two ids sharing both hashes
+// userKey is a user id as two 64-bit hashes from independent secret bases.
+// A place is the one thing a shopper of a big sale leaves in the queue, so
+// it is kept without the id's string: a sale of two million places is then
+// a few tens of megabytes the garbage collector never scans, where string
+// keys cost it a pointer to follow per shopper. Two ids sharing both hashes
 // would share a place; at 128 bits that is about one chance in 10^26 for
-// two million shoppers.
+// two million shoppers. The bases are saved with the places, so that the
+// queue a restarted process loads (LoadQueue) finds each shopper's place.
 type userKey [2]uint64
 
 func (q *Queue) key(userID string) userKey {
-	return userKey{maphash.String(q.seeds[0], userID), maphash.String(q.seeds[1], userID)}
+	return userKey{fnv1a(q.bases[0], userID), fnv1a(q.bases[1], userID)}
+}
+
+// fnv1a is FNV-1a over s from basis, finished with MurmurHash3's 64-bit
+// mix so that every bit of the result depends on every byte (FNV's low
+// bits depend only on the inputs' low bits, and pick the shard). A secret
+// basis in place of FNV's offset is what makes the two hashes of userKey
+// independent of each other and unknown outside the process.
+func fnv1a(basis uint64, s string) uint64 {
+	const prime = 1099511628211
+	h := basis
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= prime
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
 }
 
 const queueShards = 64
@@ -57,18 +80,26 @@ type place struct {
 }
 
 // NewQueue returns an empty Queue.
-func NewQueue() *Queue { return &Queue{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}} }
+func NewQueue() *Queue {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return &Queue{bases: [2]uint64{binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])}}
+}
 
-func (q *Queue) sale(saleID string) *saleQueue {
-	if v, ok := q.sales.Load(saleID); ok {
-		return v.(*saleQueue)
-	}
+func newSaleQueue() *saleQueue {
 	sq := &saleQueue{entrants: map[string]int64{}, counters: map[string]int64{}, spent: map[string]int64{},
 		suspects: map[string]string{}}
 	for i := range sq.shards {
 		sq.shards[i].places = make(map[userKey]place)
 	}
-	v, _ := q.sales.LoadOrStore(saleID, sq)
+	return sq
+}
+
+func (q *Queue) sale(saleID string) *saleQueue {
+	if v, ok := q.sales.Load(saleID); ok {
+		return v.(*saleQueue)
+	}
+	v, _ := q.sales.LoadOrStore(saleID, newSaleQueue())
 	return v.(*saleQueue)
 }
 

@@ -2,7 +2,6 @@ package memory
 
 import (
 	"hash/maphash"
-	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -14,39 +13,17 @@ import (
 const (
 	flagLoaded uint32 = 1 << iota
 	flagPaused
+	// flagDrift mirrors, for the lock-free fast path, what the locked path
+	// works out from its bookkeeping: counter + won - restocked !=
+	// initial, a counter written behind the gate. Only Adjust moves the
+	// counter without moving won or restocked, so only Adjust (and Load,
+	// Rebuild and Drop, which start over) change it; see markDrift.
+	flagDrift
 )
-
-// spentPruneMin is the fewest spent admissions worth a pruning pass.
-const spentPruneMin = 1024
 
 // presizeMax caps how many entries a book's tables are made room for up
 // front; a larger sale grows them as it sells.
 const presizeMax = 1 << 17
-
-// spend is an admission spent by a win, remembered until it expires (Unix
-// nanoseconds; see nanos).
-type spend struct {
-	id      string
-	expires int64
-}
-
-// nanos is t in Unix nanoseconds, with the zero time (and anything before
-// 1678) as the earliest instant, so "expires after now" stays a plain
-// comparison in a compact table slot.
-func nanos(t time.Time) int64 {
-	if t.Before(minNanosTime) {
-		return math.MinInt64
-	}
-	if t.After(maxNanosTime) {
-		return math.MaxInt64
-	}
-	return t.UnixNano()
-}
-
-var (
-	minNanosTime = time.Unix(0, math.MinInt64)
-	maxNanosTime = time.Unix(0, math.MaxInt64)
-)
 
 // book is what a sale remembers of its holds and of the keys that decide
 // replays, limits and spent admissions. It is guarded by the sale's lock.
@@ -58,9 +35,12 @@ type book struct {
 	// names, so a replay after a restock still finds its first answer;
 	// only Void and Rebuild forget keys.
 	idem table[*flashsale.Hold]
-	// spent is by admission id. A spend is forgotten when it lapses (see
-	// tidy), when Void gives it back, and on Rebuild.
-	spent table[spend]
+	// spent is by admission id: the turns taken. A spend lasts as long as
+	// the sale (an admission is a shopper's one turn, and the waiting room
+	// hands the same id out again after it expires); only Void gives it
+	// back, and Rebuild replaces the set with the record's. It costs one
+	// entry per win, as idem does.
+	spent table[string]
 	// slab is room for the holds of wins to come, made with the book and
 	// sized from the units there are to sell, so that a win copies its
 	// hold into place instead of allocating it (see newHold).
@@ -94,7 +74,7 @@ func holdHasID(h *flashsale.Hold, k key) bool         { return h.ReservationID =
 func holdHasUser(h *flashsale.Hold, k key) bool       { return h.UserID == k.a }
 func holdHasInstrument(h *flashsale.Hold, k key) bool { return h.Instrument == k.a }
 func holdHasKey(h *flashsale.Hold, k key) bool        { return h.UserID == k.a && h.IdempotencyKey == k.b }
-func spendHasID(s spend, k key) bool                  { return s.id == k.a }
+func spentHasID(id string, k key) bool                { return id == k.a }
 
 // newBook returns an empty book with room for about n holds, so that a sale
 // does not regrow its tables while it sells out.
@@ -105,7 +85,7 @@ func newBook(n int64) *book {
 	b.buyers.init(hint, holdHasUser)
 	b.instruments.init(hint, holdHasInstrument)
 	b.idem.init(hint, holdHasKey)
-	b.spent.init(hint, spendHasID)
+	b.spent.init(hint, spentHasID)
 	return b
 }
 
@@ -139,12 +119,6 @@ type sale struct {
 	// filterEntries counts the entries added to the current filter;
 	// reaching filterRebuildAt makes a fresh one from the live keys.
 	filterEntries, filterRebuildAt int
-	// pruneAt is the count of spent admissions that triggers the next
-	// pruning pass. firstLapse is no later than the earliest expiry among
-	// them (Unix nanoseconds): before it a pass would find nothing to
-	// forget, so none is made.
-	pruneAt    int
-	firstLapse int64
 
 	audit auditLog
 }
@@ -159,8 +133,6 @@ func newSale(auditLimit int) *sale {
 // keys. The caller holds mu inside a write section, or owns s alone.
 func (s *sale) reset(b *book, f *filter) {
 	s.book.Store(b)
-	s.pruneAt = spentPruneMin
-	s.firstLapse = math.MaxInt64 // a new book remembers no spends
 	s.filter.Store(f)
 	s.filterEntries = b.idem.len() + b.spent.len()
 	// Rebuilt keys may already outnumber a filter at its largest size.
@@ -168,6 +140,17 @@ func (s *sale) reset(b *book, f *filter) {
 }
 
 func (s *sale) loaded() bool { return s.flags.Load()&flagLoaded != 0 }
+
+// markDrift sets flagDrift if the counter disagrees with the bookkeeping,
+// and clears it otherwise. The caller holds mu inside a write section
+// that moved the counter alone.
+func (s *sale) markDrift() {
+	flags := s.flags.Load() &^ flagDrift
+	if s.counter.Load()+s.won-s.restocked != s.initial {
+		flags |= flagDrift
+	}
+	s.flags.Store(flags)
+}
 
 // The hashes of a request's keys, taken before the lock.
 
@@ -252,7 +235,9 @@ func (s *sale) quickReserve(r *flashsale.GateReserve, hIdem, hAdm uint64) (out f
 		}
 		out.Epoch, out.Remaining = s.epoch.Load(), s.counter.Load()
 		switch {
-		case flags&flagPaused != 0:
+		case flags&(flagPaused|flagDrift) != 0:
+			// Drift answers as a pause, before the epoch and the stock:
+			// the locked path's order (see reserveLocked).
 			out.Verdict = flashsale.VerdictPaused
 		case r.Epoch != out.Epoch:
 			out.Verdict = flashsale.VerdictStaleEpoch
@@ -300,7 +285,7 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, won *flashsal
 		out.Verdict = flashsale.VerdictPaused
 	case r.Epoch != out.Epoch:
 		out.Verdict = flashsale.VerdictStaleEpoch
-	case r.AdmissionID != "" && s.spentAt(hs.adm, r.AdmissionID, r.Now):
+	case r.AdmissionID != "" && s.spent(hs.adm, r.AdmissionID):
 		out.Verdict = flashsale.VerdictAdmissionUsed
 	case counter < q:
 		out.Verdict = flashsale.VerdictSoldOut
@@ -335,9 +320,7 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, won *flashsal
 	}
 	b.idem.put(hs.idem, idemKey, h)
 	if r.AdmissionID != "" {
-		expires := nanos(r.AdmissionExpires)
-		b.spent.put(hs.adm, key{a: r.AdmissionID}, spend{r.AdmissionID, expires})
-		s.firstLapse = min(s.firstLapse, expires)
+		b.spent.put(hs.adm, key{a: r.AdmissionID}, h.AdmissionID)
 	}
 	s.won += q
 	// The audited counter moves by the audited delta, not to the counter:
@@ -348,8 +331,8 @@ func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, won *flashsal
 	s.audit.addReserve(h, counter)
 
 	s.filterEntries += added
-	if b.spent.len() >= s.pruneAt || s.filterEntries >= s.filterRebuildAt {
-		s.tidy(r.Now)
+	if s.filterEntries >= s.filterRebuildAt {
+		s.refilter()
 	}
 	out.Verdict, out.Hold, out.Remaining = flashsale.VerdictWon, *h, counter
 	return out, nil
@@ -367,41 +350,21 @@ func (s *sale) instrumentHolds(hInstr uint64, fingerprint string) bool {
 	return ok
 }
 
-// spentAt reports whether the admission was spent by a win and the spend
-// is still remembered at now.
-func (s *sale) spentAt(h uint64, admissionID string, now time.Time) bool {
-	b := s.book.Load()
-	sp, ok := b.spent.get(h, key{a: admissionID})
-	return ok && sp.expires > nanos(now)
+// spent reports whether the admission was spent by a win.
+func (s *sale) spent(h uint64, admissionID string) bool {
+	_, ok := s.book.Load().spent.get(h, key{a: admissionID})
+	return ok
 }
 
-// tidy forgets admissions whose spend lapsed by now and, when the filter
-// has taken as many entries as it was sized for, replaces it with one made
-// from the live keys. Both thresholds double with what stays, so the work
-// is constant per win on average.
-func (s *sale) tidy(now time.Time) {
+// refilter replaces the filter, once it has taken as many entries as it
+// was sized for, with one made from the live keys. The threshold doubles
+// with the keys, so the work is constant per win on average.
+func (s *sale) refilter() {
 	b := s.book.Load()
-	if n := nanos(now); n >= s.firstLapse {
-		// A pass under the lock visits every slot; during a sale whose
-		// admissions outlive it, none would be forgotten.
-		first := int64(math.MaxInt64)
-		b.spent.deleteIf(func(sp spend) bool {
-			if sp.expires <= n {
-				return true
-			}
-			first = min(first, sp.expires)
-			return false
-		})
-		s.firstLapse = first
-	}
-	s.pruneAt = max(2*b.spent.len(), spentPruneMin)
-	if s.filterEntries < s.filterRebuildAt {
-		return
-	}
 	live := b.idem.len() + b.spent.len()
 	f := newFilter(2 * live)
 	b.idem.each(func(h uint64, _ *flashsale.Hold) { f.add(h) })
-	b.spent.each(func(h uint64, _ spend) { f.add(h) })
+	b.spent.each(func(h uint64, _ string) { f.add(h) })
 	s.seq.Add(1)
 	s.filter.Store(f)
 	s.seq.Add(1)
@@ -476,11 +439,23 @@ func (s *sale) unspend(admissionID string) {
 	s.book.Load().spent.del(s.hash(admissionID), key{a: admissionID})
 }
 
-// rebuiltBook returns a book and a filter holding the holds, hashed with
-// the sale's seed. It takes no lock: the sale's seed never changes.
-func (s *sale) rebuiltBook(initial int64, holds []flashsale.Hold) (*book, *filter) {
-	b := newBook(max(initial, int64(len(holds))))
-	f := newFilter(int(min(2*max(initial, int64(len(holds))), filterMaxBits)))
+// rebuiltBook returns a book and a filter holding the holds and the spent
+// admissions (with each hold's own), hashed with the sale's seed. It takes
+// no lock: the sale's seed never changes.
+func (s *sale) rebuiltBook(initial int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission) (*book, *filter) {
+	n := max(initial, int64(len(holds)), int64(len(spent)))
+	b := newBook(n)
+	f := newFilter(int(min(2*n, filterMaxBits)))
+	spend := func(admissionID string) {
+		if admissionID == "" {
+			return
+		}
+		h := s.hash(admissionID)
+		if _, ok := b.spent.get(h, key{a: admissionID}); !ok {
+			b.spent.put(h, key{a: admissionID}, admissionID)
+			f.add(h)
+		}
+	}
 	kept := make([]flashsale.Hold, len(holds))
 	copy(kept, holds)
 	for i := range kept {
@@ -495,6 +470,11 @@ func (s *sale) rebuiltBook(initial int64, holds []flashsale.Hold) (*book, *filte
 			b.idem.put(hIdem, key{h.UserID, h.IdempotencyKey}, h)
 			f.add(hIdem)
 		}
+		// A live hold took its turn.
+		spend(h.AdmissionID)
+	}
+	for _, sp := range spent {
+		spend(sp.AdmissionID)
 	}
 	return b, f
 }

@@ -173,16 +173,3 @@ func (t *table[V]) each(fn func(h uint64, v V)) {
 		}
 	}
 }
-
-// deleteIf removes the entries fn approves.
-func (t *table[V]) deleteIf(fn func(V) bool) {
-	s := *t.slots.Load()
-	var zero V
-	for i := range s {
-		if s[i].tag.Load() > tagDeleted && fn(s[i].val) {
-			s[i].val = zero
-			s[i].tag.Store(tagDeleted)
-			t.live--
-		}
-	}
-}

@@ -42,6 +42,15 @@ type Metrics struct {
 	invariantDiff  *prometheus.GaugeVec
 	invariantAt    *prometheus.GaugeVec
 	salePaused     *prometheus.GaugeVec
+	// The per-sale gauges of the live feed (Sale), labelled by SKU; a
+	// sale leaves them, and every other per-sale series, when it is
+	// retired (ForgetSale).
+	saleUnits     *prometheus.GaugeVec
+	salePending   *prometheus.GaugeVec
+	saleConfirmed *prometheus.GaugeVec
+	saleWaiting   *prometheus.GaugeVec
+	saleAdmitted  *prometheus.GaugeVec
+	saleWarm      *prometheus.GaugeVec
 
 	outboxPending   prometheus.Gauge
 	outboxLag       prometheus.Gauge
@@ -121,7 +130,31 @@ func New() *Metrics {
 		}, []string{"sku"}),
 		salePaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "flashsale_sale_paused",
-			Help: "1 while the sale is paused.",
+			Help: "1 while the sale is paused, on the series of why (reason: operator, gate or invariant); 0 on the others.",
+		}, []string{"sku", "reason"}),
+		saleUnits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_sale_units_left",
+			Help: "Units the stock gate has left to sell (absent while the gate holds no counter for the sale).",
+		}, []string{"sku"}),
+		salePending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_sale_pending_units",
+			Help: "Units held by pending reservations (the record, as last read).",
+		}, []string{"sku"}),
+		saleConfirmed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_sale_confirmed_units",
+			Help: "Units of confirmed orders (the record, as last read).",
+		}, []string{"sku"}),
+		saleWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_sale_waiting",
+			Help: "Places given by the waiting room and not yet admitted.",
+		}, []string{"sku"}),
+		saleAdmitted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_sale_admitted",
+			Help: "Places admitted so far (the queue's admitted-up-to, at most the places given).",
+		}, []string{"sku"}),
+		saleWarm: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_sale_warm",
+			Help: "1 when the sale's counter is in the gate and every edge holds its snapshot.",
 		}, []string{"sku"}),
 		outboxPending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "flashsale_outbox_pending_events",
@@ -158,6 +191,7 @@ func New() *Metrics {
 		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 		m.requests, m.requestSeconds, m.recordCalls, m.rejections, m.gateSeconds, m.gateErrors,
 		m.reserved, m.restocked, m.invariantOK, m.invariantDiff, m.invariantAt, m.salePaused,
+		m.saleUnits, m.salePending, m.saleConfirmed, m.saleWaiting, m.saleAdmitted, m.saleWarm,
 		m.outboxPending, m.outboxLag, m.outboxDead, m.outboxDelivered, m.outboxRetried, m.outboxBuried, m.outboxLatency,
 	)
 	return m
@@ -261,16 +295,82 @@ func (m *Metrics) Invariant(sku string, ok bool, difference int64, at time.Time)
 	m.invariantAt.WithLabelValues(sku).Set(float64(at.Unix()))
 }
 
-// SalePaused records whether a sale is paused.
-func (m *Metrics) SalePaused(sku string, paused bool) {
+// PauseReasons are the values of flashsale_sale_paused's reason label:
+// control.PauseCauses, repeated here so that metrics imports nothing.
+var PauseReasons = []string{"operator", "gate", "invariant"}
+
+// SalePaused records why a sale is paused (one of PauseReasons), or that
+// it is not (""): 1 on the reason's series, 0 on the others, so the
+// series of a sale are always the same few.
+func (m *Metrics) SalePaused(sku, reason string) {
 	if m == nil {
 		return
 	}
-	v := 0.0
-	if paused {
-		v = 1
+	for _, r := range PauseReasons {
+		v := 0.0
+		if r == reason {
+			v = 1
+		}
+		m.salePaused.WithLabelValues(sku, r).Set(v)
 	}
-	m.salePaused.WithLabelValues(sku).Set(v)
+}
+
+// SaleFigures is one sale's state for the per-sale gauges.
+type SaleFigures struct {
+	SKU string
+	// UnitsLeft is the gate's counter; UnitsKnown is false while the gate
+	// holds none for the sale (not yet loaded, lost, unreachable), and the
+	// gauge is then left out rather than reported as zero.
+	UnitsLeft  int64
+	UnitsKnown bool
+	Pending    int64
+	Confirmed  int64
+	Waiting    int64
+	Admitted   int64
+	// PauseReason is one of PauseReasons while the sale is paused, else "".
+	PauseReason string
+	Warm        bool
+}
+
+// Sale records a sale's gauges. Every server that runs the live feed
+// records the same figures for the sales it sees (they come from the
+// shared gate, queue and record), so a dashboard over several takes the
+// max by sku, not the sum.
+func (m *Metrics) Sale(f SaleFigures) {
+	if m == nil {
+		return
+	}
+	if f.UnitsKnown {
+		m.saleUnits.WithLabelValues(f.SKU).Set(float64(f.UnitsLeft))
+	} else {
+		m.saleUnits.DeleteLabelValues(f.SKU)
+	}
+	m.salePending.WithLabelValues(f.SKU).Set(float64(f.Pending))
+	m.saleConfirmed.WithLabelValues(f.SKU).Set(float64(f.Confirmed))
+	m.saleWaiting.WithLabelValues(f.SKU).Set(float64(f.Waiting))
+	m.saleAdmitted.WithLabelValues(f.SKU).Set(float64(f.Admitted))
+	warm := 0.0
+	if f.Warm {
+		warm = 1
+	}
+	m.saleWarm.WithLabelValues(f.SKU).Set(warm)
+	m.SalePaused(f.SKU, f.PauseReason)
+}
+
+// ForgetSale removes every series labelled with the sale's SKU, once the
+// sale is retired: without it each sale ever run would stay in the
+// registry, and in every scrape, for as long as the process lives.
+func (m *Metrics) ForgetSale(sku string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"sku": sku}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.reserved, m.invariantOK, m.invariantDiff, m.invariantAt, m.salePaused,
+		m.saleUnits, m.salePending, m.saleConfirmed, m.saleWaiting, m.saleAdmitted, m.saleWarm,
+	} {
+		v.DeletePartialMatch(l)
+	}
 }
 
 // Outbox records the outbox's figures: pending events, the age of the
@@ -416,4 +516,26 @@ func (m *Metrics) RecordPool(name string, stat func() (inUse, max int32)) {
 			ConstLabels: labels,
 		}, func() float64 { _, n := stat(); return float64(n) }),
 	)
+}
+
+// EdgeSnapshots publishes, at an edge, how long ago it last fetched the
+// sales' snapshots from its origin (fetched; zero before the first fetch,
+// then the age is counted from started). An edge that cannot refresh
+// answers from its last snapshots for a few seconds, then turns shoppers
+// away with 503: the age is what says so first.
+func (m *Metrics) EdgeSnapshots(fetched, now func() time.Time) {
+	if m == nil {
+		return
+	}
+	started := now()
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "flashsale_edge_snapshots_age_seconds",
+		Help: "Seconds since this edge last fetched the sales' snapshots from its origin.",
+	}, func() float64 {
+		at := fetched()
+		if at.IsZero() {
+			at = started
+		}
+		return now().Sub(at).Seconds()
+	}))
 }

@@ -463,7 +463,7 @@ func TestAdmissionRefusedByTheRealServer(t *testing.T) {
 
 	// Closed while the page solved.
 	s.createSale("shut", 0, map[string]any{"name": "Closing sale", "challengeBits": 8,
-		"closesAt": s.clock.Now().Add(time.Hour).Format(time.RFC3339)})
+		"closesAt": s.now().Add(time.Hour).Format(time.RFC3339)})
 	cy, a := solveTooLate("shut", "cy", func() { s.clock.Advance(time.Hour) })
 	want(a, http.StatusConflict, "closed")
 	cy.waitView("closed")

@@ -2,6 +2,7 @@ package page_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -13,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
+	"github.com/flashsale/flashsale/internal/axe"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -23,10 +27,13 @@ import (
 // use it, and save a screenshot of each state. Without Chromium they skip
 // (and fail under CI=true, whose .ci/run installs it).
 
-// viewport is a phone's: the page must be usable at this width.
+// viewport is a phone's: the page must be usable at this width. Each
+// state is also seen on a desktop's (see capture).
 const (
 	viewportWidth  = 390
 	viewportHeight = 844
+	desktopWidth   = 1280
+	desktopHeight  = 860
 )
 
 // chromium returns the path of the browser.
@@ -149,10 +156,7 @@ func (b *browser) open(name, url string) *tab {
 			b.t.Errorf("%s's page threw: %s", name, e)
 		}
 	})
-	tb.do(
-		chromedp.EmulateViewport(viewportWidth, viewportHeight, chromedp.EmulateScale(2), chromedp.EmulateMobile),
-		chromedp.Navigate(url),
-	)
+	tb.do(phone(), chromedp.Navigate(url))
 	return tb
 }
 
@@ -276,11 +280,110 @@ var unsafeName = regexp.MustCompile(`[^a-z0-9-]+`)
 func (s *screenshots) save(t *testing.T, name string, png []byte) {
 	s.mu.Lock()
 	s.n++
-	file := fmt.Sprintf("%s-%02d-%s.png", s.prefix, s.n, unsafeName.ReplaceAllString(strings.ToLower(name), "-"))
+	file := fmt.Sprintf("%s-%03d-%s.png", s.prefix, s.n, unsafeName.ReplaceAllString(strings.ToLower(name), "-"))
 	s.mu.Unlock()
 	for _, d := range s.dirs {
 		if err := os.WriteFile(filepath.Join(d, file), png, 0o644); err != nil {
 			t.Errorf("save %s: %v", file, err)
 		}
+	}
+}
+
+// phone sizes the tab as a phone (the default), desktop as a desktop.
+func phone() chromedp.Action[chromedp.Void] {
+	return chromedp.EmulateViewport(viewportWidth, viewportHeight, chromedp.EmulateScale(2), chromedp.EmulateMobile)
+}
+
+func desktop() chromedp.Action[chromedp.Void] {
+	return chromedp.EmulateViewport(desktopWidth, desktopHeight, chromedp.EmulateScale(1))
+}
+
+// colorScheme makes the page see the system's light or dark preference.
+func colorScheme(scheme string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := cdp.Call(ctx, t, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}}})
+		return err
+	})
+}
+
+// language switches the page's language with its own switcher, as a
+// shopper would, and waits until the page speaks it.
+func (tb *tab) language(lang string) {
+	tb.t.Helper()
+	tb.eval(fmt.Sprintf(`(s => { s.value = %q; s.dispatchEvent(new Event('change')); return '' })(document.getElementById('lang'))`, lang))
+	tb.waitTrue(fmt.Sprintf(`document.documentElement.lang === %q`, lang), "the page in "+lang)
+	time.Sleep(100 * time.Millisecond) // the images of the new layout, if any
+}
+
+// capture sees the state as shoppers do: a screenshot at a phone's and a
+// desktop's width, light and dark, in English and German, and axe-core's
+// check of it, light and dark, with no serious or critical violation.
+// The page is left as it was found: English, a phone, light.
+func (tb *tab) capture(name string) {
+	tb.t.Helper()
+	view := tb.view()
+	for _, scheme := range []string{"light", "dark"} {
+		tb.do(colorScheme(scheme))
+		tb.axe(name + " (" + scheme + ")")
+	}
+	for _, lang := range []string{"en", "de"} {
+		tb.language(lang)
+		for _, size := range []struct {
+			name string
+			set  chromedp.Action[chromedp.Void]
+		}{{"phone", phone()}, {"desktop", desktop()}} {
+			tb.do(size.set)
+			for _, scheme := range []string{"light", "dark"} {
+				tb.do(colorScheme(scheme))
+				tb.shot(fmt.Sprintf("%s-%s-%s-%s", name, size.name, lang, scheme))
+			}
+		}
+	}
+	tb.language("en")
+	tb.do(phone(), colorScheme("light"))
+	if now := tb.view(); now != view {
+		tb.t.Logf("%s's page moved from %s to %s while it was captured", tb.name, view, now)
+	}
+}
+
+var axeSource = sync.OnceValues(func() (string, error) {
+	b, err := axe.Source()
+	return string(b), err
+})
+
+// axe runs axe-core (the version internal/axe pins, installed there by
+// npm) in the page, every rule, and fails the test on any serious or
+// critical violation.
+func (tb *tab) axe(what string) {
+	tb.t.Helper()
+	src, err := axeSource()
+	if err != nil {
+		testenv.Unavailable(tb.t, "axe-core (npm ci --prefix internal/axe)", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.axe ? 'ok' : (function () {`+src+`
+return 'ok' })()`)); err != nil {
+		tb.t.Fatalf("load axe-core into %s's page: %v", tb.name, err)
+	}
+	out, err := chromedp.Run(ctx, chromedp.Evaluate[string](`axe.run(document, {resultTypes: ['violations']}).then(r =>
+		JSON.stringify(r.violations.filter(v => v.impact === 'serious' || v.impact === 'critical').map(v =>
+			({id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary)}))))`,
+		chromedp.EvalAwaitPromise))
+	if err != nil {
+		tb.t.Fatalf("axe-core in %s's page: %v", tb.name, err)
+	}
+	var violations []struct {
+		ID, Impact, Help string
+		Nodes            []string
+	}
+	if err := json.Unmarshal([]byte(out), &violations); err != nil {
+		tb.t.Fatalf("axe-core's answer %q: %v", out, err)
+	}
+	for _, v := range violations {
+		tb.t.Errorf("%s, %s: axe-core finds a %s violation, %s (%s): %s", tb.name, what, v.Impact, v.ID, v.Help,
+			strings.Join(v.Nodes, "; "))
 	}
 }

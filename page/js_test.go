@@ -49,6 +49,21 @@ func jsDir(t *testing.T) string {
 			}
 		}
 	}
+	// The catalogues and the HTML, for the tests of the page's words.
+	if err := os.MkdirAll(filepath.Join(dir, "i18n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	catalogs, _ := filepath.Glob("static/i18n/*.json")
+	for _, f := range append(catalogs, "static/index.html") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel("static", f)
+		if err := os.WriteFile(filepath.Join(dir, rel), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := os.WriteFile(filepath.Join(dir, "package.json"), []byte(`{"type": "module"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +71,9 @@ func jsDir(t *testing.T) string {
 }
 
 // TestJavaScriptUnits runs the page's unit tests (testdata/*.test.js) with
-// Node's test runner: timing, the API client, SHA-256 and the search.
+// Node's test runner: timing, the API client, the protocol, the words
+// (every catalogue complete, no word outside them), SHA-256 and the
+// search.
 func TestJavaScriptUnits(t *testing.T) {
 	bin := node(t)
 	dir := jsDir(t)

@@ -13,7 +13,7 @@ import (
 )
 
 // SalesChannel is the channel every change to a sale is notified on, in
-// the transaction that makes it (migrations/00005_sale_notify.sql).
+// the transaction that makes it (migrations/00008_sale_notify.sql).
 const SalesChannel = "flashsale_sales"
 
 // SaleChange is one notification: the sale with ID Sale, of SKU, was

@@ -2,228 +2,82 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/record"
 )
 
-// orderColumns is an order as scanOrder reads it: o is the orders row (or a
-// CTE named o) and s its sale (see orderJoins).
-const orderColumns = `o.order_id, o.reservation_id, o.sale_id, s.sku, o.user_id,
-	o.quantity, o.state, o.payment_ref, o.version, o.created_at, o.updated_at`
-
-// orderJoins completes FROM orders o for orderColumns.
-const orderJoins = `
-	JOIN sale_events s ON s.sale_id = o.sale_id`
-
-// scanOrder reads orderColumns, then into extra any columns that follow
-// them.
-func scanOrder(row pgx.Row, extra ...any) (*flashsale.Order, error) {
-	var (
-		o       flashsale.Order
-		state   string
-		created time.Time
-		updated time.Time
-	)
-	err := row.Scan(append([]any{&o.ID, &o.ReservationID, &o.SaleID, &o.SKU, &o.UserID,
-		&o.Quantity, &state, &o.PaymentRef, &o.Version, &created, &updated}, extra...)...)
-	if err != nil {
-		return nil, err
-	}
-	o.State = flashsale.OrderState(state)
-	o.CreatedAt, o.UpdatedAt = created.UTC(), updated.UTC()
-	return &o, nil
+func (x statements) InsertOrder(ctx context.Context, id string, r *flashsale.Reservation, paymentRef string, at time.Time) record.Row {
+	return x.q.QueryRow(ctx, `
+		WITH o AS (
+			INSERT INTO orders (
+				order_id, reservation_id, sale_id, user_id, quantity,
+				state, payment_ref, version, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, 'confirmed', $6, 1, $7, $7)
+			RETURNING *)
+		SELECT `+record.OrderColumns+` FROM o`+record.OrderJoins,
+		id, r.ID, r.SaleID, r.UserID, r.Quantity, paymentRef, at)
 }
 
-// Order returns the order with the id, with its SKU, or ErrNotFound.
-func (s *Store) Order(ctx context.Context, id string) (_ *flashsale.Order, err error) {
-	defer func() { err = unavailable(err) }()
-	o, err := scanOrder(s.pool.QueryRow(ctx, `
-		SELECT `+orderColumns+` FROM orders o`+orderJoins+`
-		WHERE o.order_id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("postgres: order %s: %w", id, flashsale.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("postgres: order %s: %w", id, err)
-	}
-	return o, nil
+func (x statements) OrderByID(ctx context.Context, id string) record.Row {
+	return x.q.QueryRow(ctx, `
+		SELECT `+record.OrderColumns+` FROM orders o`+record.OrderJoins+`
+		WHERE o.order_id = $1`, id)
 }
 
-// Orders returns the sale's orders, oldest first; none (and no error) for
-// a sale without orders or no such sale.
-func (s *Store) Orders(ctx context.Context, saleID string) (_ []*flashsale.Order, err error) {
-	defer func() { err = unavailable(err) }()
-	rows, err := s.pool.Query(ctx, `
-		SELECT `+orderColumns+` FROM orders o`+orderJoins+`
+func (x statements) OrderOfReservation(ctx context.Context, reservationID string) record.Row {
+	return x.q.QueryRow(ctx, `
+		SELECT `+record.OrderColumns+` FROM orders o`+record.OrderJoins+`
+		WHERE o.reservation_id = $1`, reservationID)
+}
+
+func (x statements) Orders(ctx context.Context, saleID string, fn record.Each) error {
+	return each(x.q.Query(ctx, `
+		SELECT `+record.OrderColumns+` FROM orders o`+record.OrderJoins+`
 		WHERE o.sale_id = $1
-		ORDER BY o.created_at, o.order_id`, saleID)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: orders of sale %s: %w", saleID, err)
-	}
-	orders, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*flashsale.Order, error) { return scanOrder(row) })
-	if err != nil {
-		return nil, fmt.Errorf("postgres: orders of sale %s: %w", saleID, err)
-	}
-	return orders, nil
+		ORDER BY o.created_at, o.order_id`, saleID))(fn)
 }
 
-// orderEventType is the event that reports an order moving to a state.
-var orderEventType = map[flashsale.OrderState]flashsale.EventType{
-	flashsale.OrderShipped:   flashsale.EventOrderShipped,
-	flashsale.OrderCancelled: flashsale.EventOrderCancelled,
-	flashsale.OrderRefunded:  flashsale.EventOrderRefunded,
-}
-
-// ChangeOrder moves the order to c.To if it is still at c.Version and in a
-// state it may leave for c.To (flashsale.OrderFrom), in one transaction:
-//
-//  1. one conditional UPDATE on id and version; zero rows is the answer
-//     (a version conflict, a refused move, or no such order, told apart
-//     by reading the row afterwards, never by an error string);
-//  2. for cancelled and refunded, the order's reservation moves from
-//     confirmed to cancelled with restocked_at set, by a conditional UPDATE
-//     whose row count says whether the caller restocks the gate;
-//  3. the audit row (order_events);
-//  4. the outbox rows: the order event and, when the reservation moved,
-//     its reservation.cancelled.
-//
-// If any statement fails, none of them lands. The state the order left is
-// read from the row the UPDATE returns: an order with shipped_at set was
-// shipped, since only shipping sets it and refunded is final.
-func (s *Store) ChangeOrder(ctx context.Context, c flashsale.OrderChange) (_ *flashsale.Order, _ bool, err error) {
-	defer func() { err = unavailable(err) }()
-	from := flashsale.OrderFrom(c.To)
-	typ, ok := orderEventType[c.To]
-	if len(from) == 0 || !ok {
-		return nil, false, flashsale.Errorf(flashsale.CodeBadRequest, "An order cannot be moved to %q.", c.To)
-	}
-	fromText := make([]string, len(from))
+func (x statements) MoveOrder(ctx context.Context, c flashsale.OrderChange, from []flashsale.OrderState) record.Row {
+	states := make([]string, len(from))
 	for i, f := range from {
-		fromText[i] = string(f)
+		states[i] = string(f)
 	}
-	var (
-		ord       *flashsale.Order
-		restocked bool
-	)
-	err = s.tx(ctx, func(tx pgx.Tx) error {
-		restocked = false
-		var (
-			o         *flashsale.Order
-			shippedAt *time.Time
-		)
-		o, err := scanOrder(tx.QueryRow(ctx, `
-			WITH o AS (
-				UPDATE orders
-				SET state = $3, updated_at = $4, version = version + 1,
-				    shipped_at = CASE WHEN $3 = 'shipped' THEN $4 ELSE shipped_at END
-				WHERE order_id = $1 AND version = $2 AND state = ANY($5)
-				RETURNING *)
-			SELECT `+orderColumns+`, o.shipped_at FROM o`+orderJoins,
-			c.OrderID, c.Version, string(c.To), c.At, fromText), &shippedAt)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return orderRefused(ctx, tx, c)
-		}
-		if err != nil {
-			return err
-		}
-		left := flashsale.OrderConfirmed
-		if c.To == flashsale.OrderRefunded && shippedAt != nil {
-			left = flashsale.OrderShipped
-		}
-		var events []flashsale.Event
-		if c.To.Restocks() {
-			r, err := scanReservation(tx.QueryRow(ctx, `
-				WITH r AS (
-					UPDATE reservations
-					SET state = 'cancelled', restocked_at = $2, version = version + 1
-					WHERE reservation_id = $1 AND state = 'confirmed' AND restocked_at IS NULL
-					RETURNING *)
-				SELECT `+reservationColumns+` FROM r`+reservationJoins,
-				o.ReservationID, c.At))
-			switch {
-			case err == nil:
-				restocked = true
-				events = append(events, flashsale.ReservationEvent(flashsale.EventReservationCancelled, r, string(typ), c.At))
-			case !errors.Is(err, pgx.ErrNoRows):
-				return err
-			}
-		}
-		ev := flashsale.OrderEvent(typ, o, left, c.Actor, c.Reason, restocked, c.At)
-		if err := insertTransition(ctx, tx, o, left, c.Actor, c.Reason, ev.ID, c.At); err != nil {
-			return err
-		}
-		if _, err := insertEvents(ctx, tx, append([]flashsale.Event{ev}, events...)...); err != nil {
-			return err
-		}
-		ord = o
-		return nil
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("postgres: move order %s to %s: %w", c.OrderID, c.To, err)
-	}
-	s.eventsWritten()
-	return ord, restocked, nil
+	return x.q.QueryRow(ctx, `
+		WITH o AS (
+			UPDATE orders
+			SET state = $3, updated_at = $4, version = version + 1,
+			    shipped_at = CASE WHEN $3 = 'shipped' THEN $4 ELSE shipped_at END
+			WHERE order_id = $1 AND version = $2 AND state = ANY($5)
+			RETURNING *)
+		SELECT `+record.OrderColumns+`, o.shipped_at FROM o`+record.OrderJoins,
+		c.OrderID, c.Version, string(c.To), c.At, states)
 }
 
-// orderRefused says why the conditional UPDATE of ChangeOrder moved no row,
-// from the row as it is now.
-func orderRefused(ctx context.Context, tx pgx.Tx, c flashsale.OrderChange) error {
-	cur, err := scanOrder(tx.QueryRow(ctx, `
-		SELECT `+orderColumns+` FROM orders o`+orderJoins+`
-		WHERE o.order_id = $1`, c.OrderID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("order %s: %w", c.OrderID, flashsale.ErrNotFound)
-	}
-	if err != nil {
-		return err
-	}
-	if cur.Version != c.Version {
-		return fmt.Errorf("at version %d (it is at %d): %w", c.Version, cur.Version, flashsale.ErrVersionConflict)
-	}
-	return flashsale.Errorf(flashsale.CodeInvalidState, "The order is %s; it cannot become %s.", cur.State, c.To)
+func (x statements) EndOrderReservation(ctx context.Context, reservationID string, at time.Time) record.Row {
+	return x.q.QueryRow(ctx, `
+		WITH r AS (
+			UPDATE reservations
+			SET state = 'cancelled', restocked_at = $2, version = version + 1
+			WHERE reservation_id = $1 AND state = 'confirmed' AND restocked_at IS NULL
+			RETURNING *)
+		SELECT `+record.ReservationColumns+` FROM r`+record.ReservationJoins,
+		reservationID, at)
 }
 
-// insertTransition writes the audit row of o's move from from (""
-// for its creation) to its state, made by actor.
-func insertTransition(ctx context.Context, tx pgx.Tx, o *flashsale.Order, from flashsale.OrderState, actor, reason, eventID string, at time.Time) error {
-	_, err := tx.Exec(ctx, `
+func (x statements) InsertTransition(ctx context.Context, t flashsale.OrderTransition) error {
+	_, err := x.q.Exec(ctx, `
 		INSERT INTO order_events (order_id, from_state, to_state, actor, reason, version, at, event_id)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		o.ID, nullText(string(from)), string(o.State), actor, reason, o.Version, at, eventID)
-	if err != nil {
-		return fmt.Errorf("write the audit row: %w", err)
-	}
-	return nil
+		t.OrderID, record.NullText(string(t.From)), string(t.To), t.Actor, t.Reason, t.Version, t.At, t.EventID)
+	return err
 }
 
-// OrderHistory returns the order's audit rows, oldest first.
-func (s *Store) OrderHistory(ctx context.Context, orderID string) ([]flashsale.OrderTransition, error) {
-	rows, err := s.pool.Query(ctx, `
+func (x statements) OrderHistory(ctx context.Context, orderID string, fn record.Each) error {
+	return each(x.q.Query(ctx, `
 		SELECT order_id, from_state, to_state, actor, reason, version, at, event_id
 		FROM order_events
 		WHERE order_id = $1
-		ORDER BY id`, orderID)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: history of order %s: %w", orderID, err)
-	}
-	history, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (flashsale.OrderTransition, error) {
-		var (
-			t    flashsale.OrderTransition
-			from *string
-			to   string
-			at   time.Time
-		)
-		err := row.Scan(&t.OrderID, &from, &to, &t.Actor, &t.Reason, &t.Version, &at, &t.EventID)
-		t.From, t.To, t.At = flashsale.OrderState(textOf(from)), flashsale.OrderState(to), at.UTC()
-		return t, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("postgres: history of order %s: %w", orderID, err)
-	}
-	return history, nil
+		ORDER BY id`, orderID))(fn)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/flashsale/flashsale/internal/testenv"
+	"github.com/flashsale/flashsale/record"
 )
 
 // The relay's statements keep to the outbox's indexes as the outbox grows
@@ -51,7 +52,7 @@ func TestOutboxPlansFollowItsGrowth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Store{pool: pool, now: time.Now, url: url}
+	s := newStore(pool, url, record.Config{})
 	t.Cleanup(func() { s.Close() })
 	if err := pool.Ping(ctx); err != nil {
 		testenv.Unavailable(t, "auto_explain in PostgreSQL", err)

@@ -2,12 +2,16 @@
 // store of sales, reservations (holds) and orders, through a bounded pgx
 // connection pool.
 //
-// The gate decides who wins; this package records the winners. Every state
-// change of a hold is one conditional UPDATE whose rows-affected count is the
-// answer, so that a hold's units go back to stock exactly once however many
-// sweepers, retries and cancellations race for it. The schema
-// (migrations/00001_init.sql) refuses impossible states with CHECK
-// constraints and partial unique indexes, and is applied by Open.
+// The record's rules (what each state change means, when it is refused,
+// which event it writes) are package record's; this package is its
+// PostgreSQL engine (a record.Driver): the pool, one method per statement,
+// the SQLSTATE codes. Every statement is written for READ COMMITTED, where
+// one that waits on a row lock re-checks its WHERE against the row as
+// committed: that, FOR SHARE and FOR UPDATE on the sale row, and SKIP
+// LOCKED in the claims, are what make each answer final with many servers
+// writing at once. The schema (migrations/00001_init.sql) refuses
+// impossible states with CHECK constraints and partial unique indexes, and
+// is applied by Open.
 //
 // The SQL is written out in full in this package, so that what runs against
 // the database can be read (and run in psql) as it is.
@@ -24,12 +28,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/lock"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/record"
 )
 
 //go:embed migrations/*.sql
@@ -46,8 +52,8 @@ type Option func(*config)
 
 type config struct {
 	maxConns int32
-	now      func() time.Time
-	onEvents func()
+	// record is the record's own configuration.
+	record record.Config
 }
 
 // WithMaxConns bounds the pool at n connections (n >= 1).
@@ -56,34 +62,43 @@ func WithMaxConns(n int32) Option {
 }
 
 // WithClock sets the clock UpdateSale stamps updated_at with, the one write
-// whose method takes no time. The default (and nil) is time.Now.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) {
-		if now != nil {
-			c.now = now
-		}
-	}
-}
+// whose method takes no time (record.Config.Now). The default (and nil) is
+// time.Now.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.record.Now = now } }
 
 // WithEventsHook sets fn to be called after every commit that wrote events
-// to the outbox, so that a relay in this process can start on them at once
-// rather than at its next poll (package outbox, Relay.Notify). fn must not
-// block.
-func WithEventsHook(fn func()) Option {
-	return func(c *config) { c.onEvents = fn }
-}
+// to the outbox (record.Config.OnEvents), so that a relay in this process
+// can start on them at once rather than at its next poll (package outbox,
+// Relay.Notify). fn must not block.
+func WithEventsHook(fn func()) Option { return func(c *config) { c.record.OnEvents = fn } }
 
-// Store is the record in PostgreSQL. It is safe for concurrent use by
-// multiple goroutines; its zero value is not usable, call Open.
+// Store is the record in PostgreSQL: package record's rules over this
+// package's statements. It is safe for concurrent use by multiple
+// goroutines; its zero value is not usable, call Open.
 type Store struct {
-	pool     *pgxpool.Pool
-	now      func() time.Time
-	onEvents func()
+	*record.Store
+	db  *db
+	cfg record.Config
 	// url is what Open was given, for Sibling.
 	url string
 }
 
-var _ flashsale.Store = (*Store)(nil)
+// db is the PostgreSQL engine of the record (a record.Driver): a pool and
+// the statements.
+type db struct {
+	pool *pgxpool.Pool
+}
+
+var (
+	_ flashsale.Store = (*Store)(nil)
+	_ record.Driver   = (*db)(nil)
+)
+
+// newStore returns the record over pool.
+func newStore(pool *pgxpool.Pool, url string, cfg record.Config) *Store {
+	d := &db{pool: pool}
+	return &Store{Store: record.New(d, cfg), db: d, cfg: cfg, url: url}
+}
 
 // Open connects to the database at url (a postgres:// URL or DSN; a
 // search_path in it applies to every connection, and to the migrations),
@@ -91,7 +106,7 @@ var _ flashsale.Store = (*Store)(nil)
 // store. Concurrent Opens of one schema migrate it once: they take turns on
 // a session advisory lock named for the schema.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	cfg := config{maxConns: DefaultMaxConns, now: time.Now}
+	cfg := config{maxConns: DefaultMaxConns}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -110,7 +125,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	return &Store{pool: pool, now: cfg.now, onEvents: cfg.onEvents, url: url}, nil
+	return newStore(pool, url, cfg.record), nil
 }
 
 // Sibling returns a Store on the same database with a pool of its own of at
@@ -131,7 +146,7 @@ func (s *Store) Sibling(ctx context.Context, maxConns int32) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
-	return &Store{pool: pool, now: s.now, onEvents: s.onEvents, url: s.url}, nil
+	return newStore(pool, s.url, s.cfg), nil
 }
 
 // growingTable, passed as a query's first argument, has PostgreSQL plan
@@ -148,13 +163,6 @@ func (s *Store) Sibling(ctx context.Context, maxConns int32) (*Store, error) {
 // view, never per shopper) can afford; statements on a unique key keep
 // their cached plans, which cannot go wrong that way.
 const growingTable = pgx.QueryExecModeExec
-
-// eventsWritten tells the events hook that a commit wrote events.
-func (s *Store) eventsWritten() {
-	if s.onEvents != nil {
-		s.onEvents()
-	}
-}
 
 // migrate applies the embedded migrations through a database/sql handle on
 // the same connection settings, so goose's version table lives in the same
@@ -204,21 +212,41 @@ func migrationFS() fs.FS {
 // Pool returns the store's connection pool, for benchmarks and operator
 // tools that measure beside the store. Writing through it bypasses the
 // store's rules but not the schema's constraints.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+func (s *Store) Pool() *pgxpool.Pool { return s.db.pool }
+
+// Name is the prefix of the store's errors.
+func (d *db) Name() string { return "postgres" }
+
+// Reads returns the statements on the pool.
+func (d *db) Reads() record.Statements { return statements{d.pool} }
+
+// Write runs fn's statements on the pool, each committed on its own.
+func (d *db) Write(_ context.Context, fn func(record.Statements) error) error {
+	return fn(statements{d.pool})
+}
+
+// Tx runs fn in a READ COMMITTED transaction and commits it if fn returns
+// nil.
+func (d *db) Tx(ctx context.Context, fn func(record.Statements) error) error {
+	return pgx.BeginTxFunc(ctx, d.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		return fn(statements{tx})
+	})
+}
+
+// Time reads a timestamptz, or NULL.
+func (d *db) Time(t *time.Time) any { return (*pgTime)(t) }
+
+// Classify marks the errors of a database that did not answer (see
+// unavailable).
+func (d *db) Classify(err error) error { return unavailable(err) }
 
 // Ping reports whether the database answers.
-func (s *Store) Ping(ctx context.Context) (err error) {
-	defer func() { err = unavailable(err) }()
-	if err := s.pool.Ping(ctx); err != nil {
-		return fmt.Errorf("postgres: ping: %w", err)
-	}
-	return nil
-}
+func (d *db) Ping(ctx context.Context) error { return d.pool.Ping(ctx) }
 
 // Close closes every connection of the pool, waiting for those in use to be
 // returned. It always returns nil.
-func (s *Store) Close() error {
-	s.pool.Close()
+func (d *db) Close() error {
+	d.pool.Close()
 	return nil
 }
 
@@ -238,14 +266,48 @@ func uniqueViolation(err error) (*pgconn.PgError, bool) {
 	return nil, false
 }
 
-// tx runs fn in a READ COMMITTED transaction and commits it if fn returns
-// nil. Every method here is written for READ COMMITTED: a statement that
-// waits on a row lock re-checks its WHERE against the row as committed.
-func (s *Store) tx(ctx context.Context, fn func(pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, fn)
+// querier is what both the pool and a transaction can do.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// nullTime is NULL for the zero time, which this package's structs use for
+// statements are the record's statements (record.Statements) in
+// PostgreSQL's SQL, on the pool or in a transaction.
+type statements struct{ q querier }
+
+// each returns the function that calls fn for each of a query's rows,
+// then closes them: each(q.Query(…))(fn).
+func each(rows pgx.Rows, err error) func(record.Each) error {
+	return func(fn record.Each) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return record.ForEach(rows, fn)
+	}
+}
+
+// affected returns how many rows a statement changed.
+func affected(tag pgconn.CommandTag, err error) (int, error) {
+	return int(tag.RowsAffected()), err
+}
+
+// pgTime scans a timestamptz, in UTC, or NULL as the zero time.
+type pgTime time.Time
+
+// ScanTimestamptz implements pgtype.TimestamptzScanner, which pgx scans
+// timestamptz into without a detour through database/sql.
+func (p *pgTime) ScanTimestamptz(v pgtype.Timestamptz) error {
+	*p = pgTime{}
+	if v.Valid {
+		*p = pgTime(v.Time.UTC())
+	}
+	return nil
+}
+
+// nullTime is NULL for the zero time, which the domain's structs use for
 // "not set".
 func nullTime(t time.Time) any {
 	if t.IsZero() {
@@ -254,27 +316,13 @@ func nullTime(t time.Time) any {
 	return t
 }
 
-// nullText is NULL for "", so that partial unique indexes ignore it.
-func nullText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
+// duplicate is flashsale.ErrDuplicate, naming the constraint that said so.
+func duplicate(pgErr *pgconn.PgError) error {
+	return fmt.Errorf("%w (%s)", flashsale.ErrDuplicate, pgErr.ConstraintName)
 }
 
-// timeOf returns the instant of a nullable column in UTC, or the zero time
-// for NULL.
-func timeOf(t *time.Time) time.Time {
-	if t == nil {
-		return time.Time{}
-	}
-	return t.UTC()
-}
+// errRow is a row that is only an error: a statement that failed before
+// its last query.
+type errRow struct{ err error }
 
-// textOf returns a nullable text column, "" for NULL.
-func textOf(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
+func (r errRow) Scan(...any) error { return r.err }

@@ -3,8 +3,9 @@
 // eligibility, rate, pause), asks the stock gate for the one atomic
 // decision, and writes only the winners to the record. When the record
 // write fails after the gate said yes, the units go back through the same
-// exactly-once restock as an expired hold: the record decides, by inserting
-// a tombstone, and only then does the gate give the units back.
+// exactly-once give-back as an expired hold (package restock): the record
+// decides, by inserting a tombstone, and only then does the gate give the
+// units back.
 package purchase
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/internal/window"
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/token"
 )
 
@@ -32,8 +34,6 @@ type Store interface {
 	Reservation(ctx context.Context, id string) (*flashsale.Reservation, error)
 	ReservationByKey(ctx context.Context, saleID, userID, key string) (*flashsale.Reservation, error)
 	ConfirmReservation(ctx context.Context, id, userID, paymentRef string, now time.Time) (*flashsale.Reservation, *flashsale.Order, error)
-	CancelReservation(ctx context.Context, id, userID string, now time.Time) (*flashsale.Reservation, bool, error)
-	VoidReservation(ctx context.Context, r *flashsale.Reservation) (bool, error)
 }
 
 // Limiter spends a shopper's request budget for a sale; nil allows all.
@@ -43,10 +43,14 @@ type Limiter interface {
 	Allow(ctx context.Context, saleID, userID, instrument string, now time.Time) (retryAfter time.Duration, ok bool, err error)
 }
 
-// Config configures a Service. Gate, Store, Catalog and Tokens are required.
+// Config configures a Service. Gate, Store, Restock, Catalog and Tokens are
+// required.
 type Config struct {
-	Gate    flashsale.Gate
-	Store   Store
+	Gate  flashsale.Gate
+	Store Store
+	// Restock gives back the units of holds the record did not take and
+	// of cancelled reservations; the gate above cannot.
+	Restock *restock.Service
 	Catalog *catalog.Catalog
 	Tokens  *token.Keyring
 	Limiter Limiter
@@ -128,12 +132,30 @@ type ReserveRequest struct {
 	Sale *flashsale.Sale
 	// UserID and AccountCreated come from the verified shopper JWT;
 	// AccountCreated is zero when the token lacks acct_created.
-	UserID             string
-	AccountCreated     time.Time
-	AdmissionToken     string
-	IdempotencyKey     string
-	Quantity           int
+	UserID         string
+	AccountCreated time.Time
+	AdmissionToken string
+	IdempotencyKey string
+	Quantity       int
+	// PaymentFingerprint is the payment instrument the per-instrument
+	// limits count: the JWT's claim, or the body's value where the server
+	// trusts the client's (the HTTP layer decides); "" for none.
 	PaymentFingerprint string
+	// IgnoredFingerprint is a paymentFingerprint the client sent that
+	// counts for nothing (the server does not trust the client's and the
+	// JWT carries none). The request's hash still covers it, so the same
+	// Idempotency-Key with another body is told so (422) all the same.
+	IgnoredFingerprint string
+}
+
+// Hash identifies req among the reserves of its key: RequestHash of its
+// sale, quantity and fingerprint (the counted one, else the ignored one).
+func (req *ReserveRequest) Hash() string {
+	fp := req.PaymentFingerprint
+	if fp == "" {
+		fp = req.IgnoredFingerprint
+	}
+	return RequestHash(req.Sale.ID, req.Quantity, fp)
 }
 
 // Check validates the request's own shape, which the contract checks
@@ -147,8 +169,8 @@ func Check(sale *flashsale.Sale, key string, quantity int, fingerprint string) e
 		return flashsale.Errorf(flashsale.CodeBadRequest, "Idempotency-Key must be 1 to 255 visible ASCII characters.")
 	case quantity < 1 || quantity > sale.PerUserLimit:
 		return flashsale.Errorf(flashsale.CodeBadRequest, "quantity must be a whole number from 1 to %d.", sale.PerUserLimit)
-	case fingerprint != "" && !printable(fingerprint, 128):
-		return flashsale.Errorf(flashsale.CodeBadRequest, "paymentFingerprint must be 1 to 128 visible ASCII characters.")
+	case fingerprint != "" && !flashsale.ValidInstrument(fingerprint):
+		return flashsale.Errorf(flashsale.CodeBadRequest, "paymentFingerprint must be 1 to %d visible ASCII characters.", flashsale.MaxInstrumentLen)
 	}
 	return nil
 }
@@ -201,7 +223,7 @@ func errUnavailable(err error) error {
 // first answer.
 func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.Reservation, error) {
 	sale := req.Sale
-	hash := RequestHash(sale.ID, req.Quantity, req.PaymentFingerprint)
+	hash := req.Hash()
 	ansKey := answerKey(sale.ID, req.UserID, req.IdempotencyKey)
 
 	// The key is looked up before any other check, so that a replay whose
@@ -304,6 +326,10 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 				"This sale is open to accounts older than %s.", min)
 		}
 	}
+	if sale.RequireInstrument && req.PaymentFingerprint == "" {
+		return nil, flashsale.Errorf(flashsale.CodeNotEligible,
+			"This sale needs the payment instrument your sign-in vouches for, which it does not carry.")
+	}
 	if s.cfg.Limiter != nil {
 		retry, ok, err := s.cfg.Limiter.Allow(ctx, sale.ID, req.UserID, req.PaymentFingerprint, now)
 		if err != nil {
@@ -339,6 +365,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		PaymentFingerprint: req.PaymentFingerprint,
 		IdempotencyKey:     req.IdempotencyKey,
 		RequestHash:        hash,
+		AdmissionID:        adm.ID,
 		AccountCreated:     req.AccountCreated,
 		CreatedAt:          now,
 		ExpiresAt:          now.Add(sale.Hold()),
@@ -347,22 +374,21 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 	asked, failed := time.Now(), false
 	defer func() { s.cfg.Decided(ctx, sale, time.Since(asked), failed) }()
 	out, err := s.gateReserve(ctx, flashsale.GateReserve{
-		SaleID:           sale.ID,
-		ReservationID:    res.ID,
-		UserID:           req.UserID,
-		Quantity:         req.Quantity,
-		Instrument:       req.PaymentFingerprint,
-		AdmissionID:      adm.ID,
-		AdmissionExpires: adm.Expires,
-		Epoch:            adm.Epoch,
-		IdempotencyKey:   req.IdempotencyKey,
-		RequestHash:      hash,
-		Now:              now,
+		SaleID:         sale.ID,
+		ReservationID:  res.ID,
+		UserID:         req.UserID,
+		Quantity:       req.Quantity,
+		Instrument:     req.PaymentFingerprint,
+		AdmissionID:    adm.ID,
+		Epoch:          adm.Epoch,
+		IdempotencyKey: req.IdempotencyKey,
+		RequestHash:    hash,
+		Now:            now,
 	})
 	if err != nil {
 		failed = true
 		s.cfg.GateFailed(ctx, sale.ID, err)
-		return nil, errPaused("the stock gate is unreachable")
+		return nil, errPaused(flashsale.PauseGateUnreachable)
 	}
 	switch out.Verdict {
 	case flashsale.VerdictWon:
@@ -374,8 +400,8 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 	case flashsale.VerdictKeyReused:
 		return nil, errKeyReused()
 	case flashsale.VerdictNotLoaded:
-		s.cfg.FailClosed(ctx, sale.ID, "the stock gate has no counter for the sale")
-		return nil, errPaused("the stock gate has no counter for the sale")
+		s.cfg.FailClosed(ctx, sale.ID, flashsale.PauseGateNoCounter)
+		return nil, errPaused(flashsale.PauseGateNoCounter)
 	case flashsale.VerdictPaused:
 		return nil, errPaused("")
 	case flashsale.VerdictStaleEpoch:
@@ -416,7 +442,7 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		// earlier reservation under this key (the gate's memory of it was
 		// rebuilt away), or a live hold of this shopper or instrument. The
 		// record is the truth; the new hold goes back.
-		s.void(rctx, sale, hold, res)
+		s.cfg.Restock.Void(rctx, sale, hold, out.Epoch)
 		if prior, perr := s.cfg.Store.ReservationByKey(rctx, sale.ID, req.UserID, req.IdempotencyKey); perr == nil &&
 			prior.State != flashsale.ReservationVoided {
 			if prior.RequestHash != hash {
@@ -429,42 +455,14 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 	case errors.Is(err, flashsale.ErrStaleEpoch):
 		// The gate was rebuilt from the record while this hold was in
 		// flight; the rebuild did not count it.
-		s.void(rctx, sale, hold, res)
+		s.cfg.Restock.Void(rctx, sale, hold, out.Epoch)
 		return nil, errPaused("the sale's counter was rebuilt")
 	default:
 		failed = true
 		s.cfg.Logger.Error("purchase: record write failed after the gate said yes",
 			"sku", sale.SKU, "reservation", res.ID, "err", err)
-		s.void(rctx, sale, hold, res)
+		s.cfg.Restock.Void(rctx, sale, hold, out.Epoch)
 		return nil, errUnavailable(err)
-	}
-}
-
-// void gives back the units of a hold the record did not take, exactly
-// once: the tombstone insert decides, so a retry, a concurrent reconciler
-// or a write that did commit after all can never make it count twice. If
-// the record cannot be reached now, the sweeper's reconciler finishes it.
-func (s *Service) void(ctx context.Context, sale *flashsale.Sale, hold flashsale.Hold, res *flashsale.Reservation) {
-	tomb := *res
-	tomb.State = flashsale.ReservationVoided
-	tomb.RestockedAt = s.cfg.Now()
-	inserted, err := s.cfg.Store.VoidReservation(ctx, &tomb)
-	if err != nil {
-		s.cfg.Logger.Warn("purchase: could not void the hold now; the reconciler will",
-			"sku", sale.SKU, "reservation", res.ID, "err", err)
-		return
-	}
-	if !inserted {
-		return
-	}
-	moved, err := s.gateVoid(ctx, sale.ID, hold)
-	if err != nil {
-		s.cfg.Logger.Warn("purchase: voided in the record; the reconciler will restock the gate",
-			"sku", sale.SKU, "reservation", res.ID, "err", err)
-		return
-	}
-	if moved {
-		s.cfg.Metrics.Restocked("void", hold.Quantity)
 	}
 }
 
@@ -478,7 +476,7 @@ func (s *Service) replay(ctx context.Context, sale *flashsale.Sale, hold flashsa
 		// Voided in the record, but the gate still remembers the key: the
 		// void stopped between its two steps. Finish it; the shopper's next
 		// try is a fresh attempt.
-		if _, err := s.gateVoid(ctx, sale.ID, hold); err != nil {
+		if _, err := s.cfg.Restock.FinishVoid(ctx, sale.ID, hold); err != nil {
 			return nil, errUnavailable(err)
 		}
 		return nil, errUnavailable(errors.New("voided hold"))
@@ -491,10 +489,9 @@ func (s *Service) replay(ctx context.Context, sale *flashsale.Sale, hold flashsa
 			return r, nil
 		}
 		if s.cfg.Now().Sub(hold.CreatedAt) > s.cfg.RecordTimeout+time.Second {
-			res := &flashsale.Reservation{ID: hold.ReservationID, SaleID: sale.ID, UserID: hold.UserID,
-				Quantity: hold.Quantity, CreatedAt: hold.CreatedAt, ExpiresAt: hold.CreatedAt.Add(sale.Hold()),
-				PaymentFingerprint: hold.Instrument}
-			s.void(ctx, sale, hold, res)
+			// The gate's answer that took the hold is long gone: the
+			// tombstone takes the gate's epoch (epoch 0).
+			s.cfg.Restock.Void(ctx, sale, hold, 0)
 		}
 		return nil, errUnavailable(errors.New("reservation not yet in the record"))
 	default:
@@ -537,7 +534,7 @@ func (s *Service) lookup(ctx context.Context, sale *flashsale.Sale, userID, key 
 	s.cfg.Metrics.Gate("lookup", time.Since(start), err)
 	if err != nil {
 		s.cfg.GateFailed(ctx, sale.ID, err)
-		return h, false, errPaused("the stock gate is unreachable")
+		return h, false, errPaused(flashsale.PauseGateUnreachable)
 	}
 	return h, found, nil
 }
@@ -551,15 +548,6 @@ func (s *Service) gateReserve(ctx context.Context, r flashsale.GateReserve) (fla
 	out, err := s.cfg.Gate.Reserve(ctx, r)
 	s.cfg.Metrics.Gate("reserve", time.Since(start), err)
 	return out, err
-}
-
-func (s *Service) gateVoid(ctx context.Context, saleID string, h flashsale.Hold) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GateTimeout)
-	defer cancel()
-	start := time.Now()
-	moved, err := s.cfg.Gate.Void(ctx, saleID, h, "void")
-	s.cfg.Metrics.Gate("void", time.Since(start), err)
-	return moved, err
 }
 
 // Reservation returns the shopper's reservation; another shopper's, or a
@@ -585,33 +573,11 @@ func (s *Service) Confirm(ctx context.Context, userID, id, paymentRef string) (*
 }
 
 // Cancel cancels the shopper's pending reservation; its units go back to
-// stock exactly once, however often it is repeated.
+// stock exactly once, however often it is repeated (restock.Service.Cancel).
 func (s *Service) Cancel(ctx context.Context, userID, id string) (*flashsale.Reservation, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RecordTimeout)
 	defer cancel()
-	r, restocked, err := s.cfg.Store.CancelReservation(ctx, id, userID, s.cfg.Now())
-	if err != nil {
-		return nil, err
-	}
-	// The record decided the restock once (restocked), for this call or an
-	// earlier one. A repeated cancel asks the gate too, whose restock is
-	// idempotent per reservation: so that when any cancel returns, the
-	// units are back, even while the first canceller is still on its way
-	// to the gate.
-	if restocked || r.State == flashsale.ReservationCancelled {
-		gctx, gcancel := context.WithTimeout(ctx, s.cfg.GateTimeout)
-		defer gcancel()
-		moved, err := s.cfg.Gate.Restock(gctx, r.SaleID, r.ID, "cancel")
-		switch {
-		case err != nil:
-			// The record has decided; the reconciler restocks the gate.
-			s.cfg.Logger.Warn("purchase: cancelled in the record; the reconciler will restock the gate",
-				"reservation", r.ID, "err", err)
-		case moved:
-			s.cfg.Metrics.Restocked("cancel", r.Quantity)
-		}
-	}
-	return r, nil
+	return s.cfg.Restock.Cancel(ctx, id, userID)
 }
 
 func retryUntil(t, now time.Time) time.Duration {

@@ -25,7 +25,7 @@ import (
 // one script call per shopper, shares the calls.
 //
 // Once a reply shows the counter at zero, the sale's next batches go with
-// reserveSoldOutLua, which reads four arguments a reserve instead of ten
+// reserveSoldOutLua, which reads three arguments a reserve instead of nine
 // and writes nothing; it checks the counter itself and, finding units
 // back, hands the batch to reserveBatchLua, so the shortcut never refuses
 // a unit that is there.
@@ -443,8 +443,6 @@ func (g *Gate) reserveArgs(batch []*pending) []string {
 		field()
 		buf = append(buf, r.AdmissionID...)
 		field()
-		buf = strconv.AppendInt(buf, r.AdmissionExpires.UnixMilli(), 10)
-		field()
 		buf = strconv.AppendInt(buf, r.Epoch, 10)
 		field()
 		buf = append(append(append(buf, r.UserID...), sep...), r.IdempotencyKey...) // idemField
@@ -472,8 +470,6 @@ func soldOutArgs(batch []*pending) []string {
 		buf = strconv.AppendInt(buf, r.Epoch, 10)
 		ends = append(ends, len(buf))
 		buf = append(buf, r.AdmissionID...)
-		ends = append(ends, len(buf))
-		buf = strconv.AppendInt(buf, r.Now.UnixMilli(), 10)
 		ends = append(ends, len(buf))
 	}
 	return cut(make([]string, 0, len(ends)), buf, ends)

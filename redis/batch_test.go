@@ -116,7 +116,7 @@ func TestBatchDecidesAsInOrder(t *testing.T) {
 	now := time.Now()
 	req := func(res, user, key, hash, adm, card string, epoch int64) flashsale.GateReserve {
 		return flashsale.GateReserve{SaleID: f.sale, ReservationID: res, UserID: user, Quantity: 1, Instrument: card,
-			AdmissionID: adm, AdmissionExpires: now.Add(time.Minute), Epoch: epoch,
+			AdmissionID: adm, Epoch: epoch,
 			IdempotencyKey: key, RequestHash: hash, Now: now}
 	}
 	rs := []flashsale.GateReserve{
@@ -253,7 +253,7 @@ func TestConcurrentBatchesNeverOversell(t *testing.T) {
 						id := fmt.Sprintf("u%d-%d", s, a)
 						r := flashsale.GateReserve{SaleID: f.sale, ReservationID: "res-" + id, UserID: fmt.Sprintf("u%d", s),
 							Quantity: 1, Instrument: fmt.Sprintf("card-%d", s/2), AdmissionID: "adm-" + id,
-							AdmissionExpires: now.Add(time.Minute), Epoch: 1, IdempotencyKey: "key-" + id,
+							Epoch: 1, IdempotencyKey: "key-" + id,
 							RequestHash: "h", Now: now}
 						out, err := f.g.Reserve(f.ctx, r)
 						if err != nil {
@@ -513,7 +513,7 @@ func TestSoldOutBatchDecidesAsInOrder(t *testing.T) {
 	now := time.Now()
 	req := func(sale, res, user, key, hash, adm string, epoch int64) flashsale.GateReserve {
 		return flashsale.GateReserve{SaleID: sale, ReservationID: res, UserID: user, Quantity: 1,
-			AdmissionID: adm, AdmissionExpires: now.Add(time.Minute), Epoch: epoch,
+			AdmissionID: adm, Epoch: epoch,
 			IdempotencyKey: key, RequestHash: hash, Now: now}
 	}
 	soldOut := func() *fixture {
@@ -526,7 +526,7 @@ func TestSoldOutBatchDecidesAsInOrder(t *testing.T) {
 	calls := soldOutCalls(f.g)
 	before := f.dump()
 	later := req(f.sale, "r9", "u9", "k9", "h", "a1", 1)
-	later.Now = now.Add(2 * time.Minute) // a1's spend has lapsed
+	later.Now = now.Add(24 * time.Hour) // a1 is still spent
 	card := req(f.sale, "r8", "u8", "k8", "h", "a8", 1)
 	card.Instrument = "card"
 	two := req(f.sale, "r7", "u7", "k7", "h", "a7", 1)
@@ -541,7 +541,7 @@ func TestSoldOutBatchDecidesAsInOrder(t *testing.T) {
 		req(f.sale, "w1", "u6", "k6", "h", "a6", 1), // sold out, before the duplicate id
 		req(f.sale, "r5", "u2", "k5", "h", "a9", 1), // sold out, before u2's limit
 		card,  // sold out
-		later, // sold out: a1's spend lapsed
+		later, // a1 spent by w1, a day later too
 		req(f.sale, "r6", "u2", "k2", "h2", "", 1), // replays w2
 	}
 	got := batchOf(t, f, rs)
@@ -551,7 +551,7 @@ func TestSoldOutBatchDecidesAsInOrder(t *testing.T) {
 	wantVerdicts := []flashsale.Verdict{
 		flashsale.VerdictReplayed, flashsale.VerdictKeyReused, flashsale.VerdictStaleEpoch, flashsale.VerdictAdmissionUsed,
 		flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictSoldOut,
-		flashsale.VerdictSoldOut, flashsale.VerdictSoldOut, flashsale.VerdictReplayed,
+		flashsale.VerdictSoldOut, flashsale.VerdictAdmissionUsed, flashsale.VerdictReplayed,
 	}
 	alone := soldOut()
 	for i, r := range rs {

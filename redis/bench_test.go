@@ -43,16 +43,15 @@ func request(saleID string, n int64, now time.Time) flashsale.GateReserve {
 	all := "res-" + id + "user-" + id + "adm-" + id + "key-" + id + "hash-" + id
 	field := func(i, prefix int) string { return all[i : i+prefix+len(id)] }
 	return flashsale.GateReserve{
-		SaleID:           saleID,
-		ReservationID:    field(0, 4),
-		UserID:           field(4+len(id), 5),
-		Quantity:         1,
-		AdmissionID:      field(9+2*len(id), 4),
-		AdmissionExpires: now.Add(10 * time.Minute),
-		Epoch:            1,
-		IdempotencyKey:   field(13+3*len(id), 4),
-		RequestHash:      field(17+4*len(id), 5),
-		Now:              now,
+		SaleID:         saleID,
+		ReservationID:  field(0, 4),
+		UserID:         field(4+len(id), 5),
+		Quantity:       1,
+		AdmissionID:    field(9+2*len(id), 4),
+		Epoch:          1,
+		IdempotencyKey: field(13+3*len(id), 4),
+		RequestHash:    field(17+4*len(id), 5),
+		Now:            now,
 	}
 }
 

@@ -38,7 +38,7 @@ func TestForeignNodeFailsClosed(t *testing.T) {
 	assertUntrusted(t, g, sale, r)
 
 	// Only a rebuild from the record trusts it again.
-	if err := g.Rebuild(ctx, sale, 5, 2, []flashsale.Hold{won.Hold}, "test"); err != nil {
+	if err := g.Rebuild(ctx, sale, 5, 2, []flashsale.Hold{won.Hold}, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.SetPaused(ctx, sale, false, "test"); err != nil {
@@ -123,7 +123,7 @@ func TestFailoverFailsClosed(t *testing.T) {
 
 	// The record says 20 holds: the rebuilt counter is 80, whatever the
 	// promoted replica's counter was.
-	if err := g.Rebuild(ctx, sale, 100, 2, holds, "test"); err != nil {
+	if err := g.Rebuild(ctx, sale, 100, 2, holds, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	s, err := g.Snapshot(ctx, sale)

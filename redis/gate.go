@@ -385,26 +385,28 @@ func (g *Gate) Load(ctx context.Context, saleID string, initial, epoch int64, so
 	return n == 1, nil
 }
 
-// Rebuild replaces the sale's counter, holds, buyers, instruments and
-// idempotency keys with what the record says, forgets spent admissions
-// (a rebuilt hold keeps its AdmissionID but does not spend it again: the
-// new epoch makes old admissions stale), and leaves the sale loaded and
-// paused. It checks the holds first and returns an error, changing
+// Rebuild replaces the sale's counter, holds, buyers, instruments,
+// idempotency keys and spent admissions with what the record says (spent,
+// and each hold's own AdmissionID), and leaves the sale loaded and paused.
+// It checks the holds and spends first and returns an error, changing
 // nothing, if they are malformed, repeat a reservation id, or take more
 // than initial units.
 //
-// The holds are written in chunks. The first step marks the sale not
+// The holds and spends are written in chunks. The first step marks the sale not
 // loaded (Reserve answers VerdictNotLoaded, Restock ErrNotLoaded, Load
 // does nothing) and the last loads it; if the rebuild stops between them,
 // the sale stays not loaded, failing closed until a rebuild completes. A
 // later Rebuild or a Drop takes over from one in progress, which then
 // fails.
-func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []flashsale.Hold, source string) error {
+func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error {
 	if saleID == "" {
 		return errors.New("redis gate: rebuild needs a sale id")
 	}
 	units, err := flashsale.ValidateHolds(holds)
 	if err != nil {
+		return fmt.Errorf("redis gate: rebuild %s: %w", saleID, err)
+	}
+	if err := flashsale.ValidateSpent(spent); err != nil {
 		return fmt.Errorf("redis gate: rebuild %s: %w", saleID, err)
 	}
 	counter := initial - units
@@ -439,9 +441,26 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64,
 			return fail("rebuild", err)
 		}
 	}
+	// A live hold took its turn too.
+	admissions := make([]string, 0, len(holds)+len(spent))
+	for i := range holds {
+		if a := holds[i].AdmissionID; a != "" {
+			admissions = append(admissions, a)
+		}
+	}
+	for _, sp := range spent {
+		admissions = append(admissions, sp.AdmissionID)
+	}
+	now := ms(g.now())
+	for chunk := range slices.Chunk(admissions, rebuildChunk) {
+		args := append([]string{token, now}, chunk...)
+		if err := rebuildSpendScript.Exec(ctx, g.client, []string{k.meta, k.adm}, args).Error(); err != nil {
+			return fail("rebuild", err)
+		}
+	}
 	err = rebuildFinishScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.audit}, []string{
 		token, strconv.FormatInt(initial, 10), strconv.FormatInt(epoch, 10), strconv.FormatInt(units, 10),
-		strconv.FormatInt(counter, 10), source, ms(g.now()), g.maxLen,
+		strconv.FormatInt(counter, 10), source, now, g.maxLen,
 	}).Error()
 	if err != nil {
 		return fail("rebuild", err)

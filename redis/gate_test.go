@@ -61,7 +61,7 @@ func (f *fixture) req(user string) flashsale.GateReserve {
 	now := time.Now()
 	return flashsale.GateReserve{
 		SaleID: f.sale, ReservationID: fmt.Sprintf("res-%d", f.n), UserID: user, Quantity: 1,
-		AdmissionID: fmt.Sprintf("adm-%d", f.n), AdmissionExpires: now.Add(time.Minute), Epoch: 1,
+		AdmissionID: fmt.Sprintf("adm-%d", f.n), Epoch: 1,
 		IdempotencyKey: fmt.Sprintf("key-%d", f.n), RequestHash: "h", Now: now,
 	}
 }
@@ -343,7 +343,7 @@ func TestRebuildFailsClosedWhileRunning(t *testing.T) {
 	for i := range holds {
 		holds[i] = flashsale.Hold{ReservationID: fmt.Sprintf("r%d", i), UserID: fmt.Sprintf("u%d", i), Quantity: 1, IdempotencyKey: "k"}
 	}
-	if err := f.g.Rebuild(f.ctx, f.sale, 3000, 2, holds, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 3000, 2, holds, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if len(during) > 0 {
@@ -363,7 +363,7 @@ func TestRebuildTakenOver(t *testing.T) {
 		}
 	}
 	holds := []flashsale.Hold{{ReservationID: "r1", UserID: "u1", Quantity: 1}}
-	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, holds, "test"); err == nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, holds, nil, "test"); err == nil {
 		t.Fatal("a rebuild whose sale was dropped midway = nil error")
 	}
 	f.expect(f.req("u1"), flashsale.VerdictNotLoaded)
@@ -385,7 +385,7 @@ func TestLostStockKeyStaysClosed(t *testing.T) {
 	}
 	f.expect(f.req("u2"), flashsale.VerdictNotLoaded)
 	held := flashsale.Hold{ReservationID: r.ReservationID, UserID: r.UserID, Quantity: 1, IdempotencyKey: r.IdempotencyKey, RequestHash: r.RequestHash, CreatedAt: r.Now}
-	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, []flashsale.Hold{held}, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, []flashsale.Hold{held}, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if s, _ := f.g.Snapshot(f.ctx, f.sale); s.Counter != 9 || s.Drift() != 0 {
@@ -484,7 +484,7 @@ func TestOldAdmissionSetFailsClosed(t *testing.T) {
 	failsClosed("Void", err)
 
 	// The operator's way back: pause, rebuild from the record, resume.
-	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, []flashsale.Hold{won.Hold}, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, []flashsale.Hold{won.Hold}, nil, "test"); err != nil {
 		t.Fatalf("Rebuild: %v", err)
 	}
 	if err := f.g.SetPaused(f.ctx, f.sale, false, "test"); err != nil {
@@ -495,9 +495,9 @@ func TestOldAdmissionSetFailsClosed(t *testing.T) {
 	f.expect(r, flashsale.VerdictWon)
 	r = f.req("u3")
 	r.Epoch, r.AdmissionID = 2, won.Hold.AdmissionID
-	f.expect(r, flashsale.VerdictWon) // a rebuild forgets spends, as ever
-	if s := f.snapshot(); s.Counter != 7 || s.Won != 3 {
-		t.Fatalf("snapshot after the rebuild %+v; want 7 left of 10, 3 held", s)
+	f.expect(r, flashsale.VerdictAdmissionUsed) // the rebuilt hold's turn is taken
+	if s := f.snapshot(); s.Counter != 8 || s.Won != 2 {
+		t.Fatalf("snapshot after the rebuild %+v; want 8 left of 10, 2 held", s)
 	}
 }
 

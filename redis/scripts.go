@@ -40,7 +40,7 @@ const (
 const codeZero = '1'
 
 // reserveFields is how many ARGV entries each reserve of a batch takes.
-const reserveFields = 10
+const reserveFields = 9
 
 // reservePrelude opens the three reserve scripts: it reads the counter
 // (stock) and the sale's meta, and sets loaded unless the sale is not
@@ -66,8 +66,12 @@ local loaded = stock and meta[1] == '1' and not (meta[7] and meta[7] ~= redis.pc
 //
 //	KEYS: 1 stock, 2 meta, 3 held, 4 buyers, 5 instr, 6 idem, 7 adm, 8 audit
 //	ARGV: 1 audit max length, then reserveFields per reserve: reservation
-//	      id, user, quantity, instrument, admission, admission expiry ms,
-//	      epoch, idem field, encoded hold, now ms
+//	      id, user, quantity, instrument, admission, epoch, idem field,
+//	      encoded hold, now ms
+//
+// A spent admission (field of adm) holds the time of the win that spent
+// it, and stays for as long as the sale does: an admission is a shopper's
+// one turn (see flashsale.Gate).
 //
 // It returns {epoch, counter before the batch, codes, stored holds...}
 // (see the script's comment on its answer), or {'0'} alone when the sale is
@@ -82,20 +86,19 @@ const reserveBatchLua = reservePrelude + `
 if not loaded then return {'0'} end
 local left = tonumber(stock)
 local epoch = meta[3]
-local n = (#ARGV - 1) / 10
+local n = (#ARGV - 1) / 9
 -- Locals, not globals, in the loops below.
 local A, tonumber = ARGV, tonumber
--- Reserve i's fields (i from 0) are A[2 + 10i + k], k as listed above
+-- Reserve i's fields (i from 0) are A[2 + 9i + k], k as listed above
 -- from 0: 0 reservation id, 1 user, 2 quantity, 3 instrument, 4
--- admission, 5 admission expiry, 6 epoch, 7 idem field, 8 encoded hold,
--- 9 now.
+-- admission, 5 epoch, 6 idem field, 7 encoded hold, 8 now.
 --
 -- bulk(cmd, key, k) reads field k of every reserve that has one, in one
 -- call; the answer is indexed by reserve, false where nothing is stored.
 local function bulk(cmd, key, k)
   local names, at, got, m = {}, {}, {}, 0
   for i = 0, n - 1 do
-    local v = A[2 + i * 10 + k]
+    local v = A[2 + i * 9 + k]
     if v ~= '' then m = m + 1; names[m] = v; at[m] = i end
   end
   if m > 0 then
@@ -104,7 +107,7 @@ local function bulk(cmd, key, k)
   end
   return got
 end
-local idem = bulk('HMGET', KEYS[6], 7)
+local idem = bulk('HMGET', KEYS[6], 6)
 local spent = bulk('HMGET', KEYS[7], 4)
 -- A counter that disagrees with the gate's own bookkeeping was written
 -- behind the gate: sell nothing on it until a rebuild. Wins within the
@@ -128,19 +131,19 @@ for code = -1, 9 do char[code] = string.char(49 + code) end
 local codes, holds = {}, {}
 local out = {epoch or '0', left}
 for i = 0, n - 1 do
-  local b = 2 + i * 10
-  local code, prev, a = 0, wIdem[A[b + 7]] or idem[i], A[b + 4]
+  local b = 2 + i * 9
+  local code, prev, a = 0, wIdem[A[b + 6]] or idem[i], A[b + 4]
   if prev then
     code = 2
   elseif paused then
     code = 5
-  elseif epoch ~= A[b + 6] and (not meta[8] or tonumber(A[b + 6]) < tonumber(meta[8]) or
-      tonumber(A[b + 6]) > tonumber(epoch)) then
+  elseif epoch ~= A[b + 5] and (not meta[8] or tonumber(A[b + 5]) < tonumber(meta[8]) or
+      tonumber(A[b + 5]) > tonumber(epoch)) then
     -- A shard rebuilt on its own advances the epoch of the others but
     -- keeps their spent admissions, so they still take admissions from
     -- minadm on.
     code = 6
-  elseif a ~= '' and (wAdm[a] or spent[i]) and tonumber(wAdm[a] or spent[i]) > tonumber(A[b + 9]) then
+  elseif a ~= '' and (wAdm[a] or spent[i]) then
     code = 7
   elseif left < 1 or (A[b + 2] ~= '1' and left < tonumber(A[b + 2])) then
     -- Quantities are at least 1 (Reserve refuses others), and nearly
@@ -160,9 +163,9 @@ for i = 0, n - 1 do
       local q = 1
       if A[b + 2] ~= '1' then q = tonumber(A[b + 2]) end
       left, taken = left - q, taken + q
-      wIdem[A[b + 7]], wBuyer[A[b + 1]], wHeld[A[b]] = A[b + 8], true, true
+      wIdem[A[b + 6]], wBuyer[A[b + 1]], wHeld[A[b]] = A[b + 7], true, true
       if c ~= '' then wInstr[c] = true end
-      if a ~= '' then wAdm[a] = A[b + 5] end
+      if a ~= '' then wAdm[a] = true end
       wins[#wins + 1] = b
     end
   end
@@ -176,13 +179,13 @@ left = redis.call('DECRBY', KEYS[1], taken)
 local h, u, c, k, s = {}, {}, {}, {}, {}
 local res, at, deltas = {}, {}, {}
 for j, b in ipairs(wins) do
-  local id, hold = A[b], A[b + 8]
+  local id, hold = A[b], A[b + 7]
   h[2 * j - 1], h[2 * j] = id, hold
   u[2 * j - 1], u[2 * j] = A[b + 1], id
-  k[2 * j - 1], k[2 * j] = A[b + 7], hold
+  k[2 * j - 1], k[2 * j] = A[b + 6], hold
   if A[b + 3] ~= '' then c[#c + 1] = A[b + 3]; c[#c + 1] = id end
-  if A[b + 4] ~= '' then s[#s + 1] = A[b + 4]; s[#s + 1] = A[b + 5] end
-  res[j], at[j], deltas[j] = id, A[b + 9], '-' .. A[b + 2]
+  if A[b + 4] ~= '' then s[#s + 1] = A[b + 4]; s[#s + 1] = A[b + 8] end
+  res[j], at[j], deltas[j] = id, A[b + 8], '-' .. A[b + 2]
 end
 redis.call('HSET', KEYS[3], unpack(h))
 redis.call('HSET', KEYS[4], unpack(u))
@@ -216,29 +219,25 @@ return out
 //	KEYS: as reserveBatchLua's
 //	ARGV: as reserveBatchLua's, for one reserve: 1 audit max length,
 //	      2 reservation id, 3 user, 4 quantity, 5 instrument, 6 admission,
-//	      7 admission expiry ms, 8 epoch, 9 idem field, 10 encoded hold,
-//	      11 now ms
+//	      7 epoch, 8 idem field, 9 encoded hold, 10 now ms
 //
 // It returns {code, remaining, epoch[, stored hold]}.
 const reserveOneLua = reservePrelude + `
 if not loaded then return {4, 0, '0'} end
 local left = tonumber(stock)
 local epoch = meta[3]
-local prev = redis.call('HGET', KEYS[6], ARGV[9])
+local prev = redis.call('HGET', KEYS[6], ARGV[8])
 if prev then return {2, left, epoch, prev} end
 if meta[2] == '1' then return {5, left, epoch} end
 if left + tonumber(meta[5] or '0') - tonumber(meta[6] or '0') ~= tonumber(meta[4] or '0') then
   return {5, left, epoch}
 end
-if epoch ~= ARGV[8] then
-  local a = tonumber(ARGV[8])
+if epoch ~= ARGV[7] then
+  local a = tonumber(ARGV[7])
   if not meta[8] or a < tonumber(meta[8]) or a > tonumber(epoch) then return {6, left, epoch} end
 end
-if ARGV[6] ~= '' then
-  -- Read before any write: a key of another type fails the script here.
-  local exp = redis.call('HGET', KEYS[7], ARGV[6])
-  if exp and tonumber(exp) > tonumber(ARGV[11]) then return {7, left, epoch} end
-end
+-- Read before any write: a key of another type fails the script here.
+if ARGV[6] ~= '' and redis.call('HEXISTS', KEYS[7], ARGV[6]) == 1 then return {7, left, epoch} end
 local q = 1
 if ARGV[4] ~= '1' then q = tonumber(ARGV[4]) end
 if left < q then return {8, left, epoch} end
@@ -246,22 +245,22 @@ if redis.call('HEXISTS', KEYS[4], ARGV[3]) == 1 then return {9, left, epoch} end
 if ARGV[5] ~= '' and redis.call('HEXISTS', KEYS[5], ARGV[5]) == 1 then return {9, left, epoch} end
 if redis.call('HEXISTS', KEYS[3], ARGV[2]) == 1 then return {-1, left, epoch} end
 left = redis.call('DECRBY', KEYS[1], q)
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[10])
+redis.call('HSET', KEYS[3], ARGV[2], ARGV[9])
 redis.call('HSET', KEYS[4], ARGV[3], ARGV[2])
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[5], ARGV[5], ARGV[2]) end
-redis.call('HSET', KEYS[6], ARGV[9], ARGV[10])
-if ARGV[6] ~= '' then redis.call('HSET', KEYS[7], ARGV[6], ARGV[7]) end
+redis.call('HSET', KEYS[6], ARGV[8], ARGV[9])
+if ARGV[6] ~= '' then redis.call('HSET', KEYS[7], ARGV[6], ARGV[10]) end
 redis.call('HINCRBY', KEYS[2], 'won', q)
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
 redis.call('HINCRBY', KEYS[2], 'audited', -q)
 redis.call('XADD', KEYS[8], 'MAXLEN', '~', ARGV[1], '*', 'op', 'reserve', 'source', 'reserve',
-  'delta', -q, 'counter', left, 'res', ARGV[2], 'at', ARGV[11], 'seq', seq)
+  'delta', -q, 'counter', left, 'res', ARGV[2], 'at', ARGV[10], 'seq', seq)
 return {1, left, epoch}
 `
 
 // soldOutFields is how many ARGV entries each reserve of a sold-out
 // batch takes.
-const soldOutFields = 4
+const soldOutFields = 3
 
 // reserveSoldOutLua decides a batch of reserves of a sale whose counter
 // the gate last saw at zero, with only what those decisions need: every
@@ -274,7 +273,7 @@ const soldOutFields = 4
 // TestSoldOutBatchDecidesAsInOrder holds them to it.
 //
 //	KEYS: 1 stock, 2 meta, 3 idem, 4 adm
-//	ARGV: soldOutFields per reserve: idem field, epoch, admission, now ms
+//	ARGV: soldOutFields per reserve: idem field, epoch, admission
 //
 // It returns reserveBatchLua's answer, {'0'} alone when the sale is not
 // loaded, or {'1'} alone when units are left.
@@ -283,15 +282,15 @@ if not loaded then return {'0'} end
 local left = tonumber(stock)
 if left > 0 then return {'1'} end
 local epoch = meta[3]
-local n = #ARGV / 4
+local n = #ARGV / 3
 local A, tonumber = ARGV, tonumber
--- Reserve i's fields (i from 0) are A[1 + 4i + k]: k 0 idem field, 1
--- epoch, 2 admission, 3 now. bulk reads field k of every reserve that has
--- one, in one HMGET; the answer is indexed by reserve.
+-- Reserve i's fields (i from 0) are A[1 + 3i + k]: k 0 idem field, 1
+-- epoch, 2 admission. bulk reads field k of every reserve that has one,
+-- in one HMGET; the answer is indexed by reserve.
 local function bulk(key, k)
   local names, at, got, m = {}, {}, {}, 0
   for i = 0, n - 1 do
-    local v = A[1 + i * 4 + k]
+    local v = A[1 + i * 3 + k]
     if v ~= '' then m = m + 1; names[m] = v; at[m] = i end
   end
   if m > 0 then
@@ -308,7 +307,7 @@ local paused = meta[2] == '1' or
 -- record, '6' paused, '7' stale epoch, '8' admission spent, '9' sold out.
 local codes, holds = {}, {}
 for i = 0, n - 1 do
-  local b = 1 + i * 4
+  local b = 1 + i * 3
   local code, prev, e = '9', idem[i], A[b + 1]
   if prev then
     code = '3'
@@ -317,7 +316,7 @@ for i = 0, n - 1 do
     code = '6'
   elseif epoch ~= e and (not meta[8] or tonumber(e) < tonumber(meta[8]) or tonumber(e) > tonumber(epoch)) then
     code = '7'
-  elseif spent[i] and tonumber(spent[i]) > tonumber(A[b + 3]) then
+  elseif spent[i] then
     code = '8'
   end
   codes[i + 1] = code
@@ -415,7 +414,8 @@ return 1
 // rebuildBeginLua marks the sale not loaded (so Reserve answers
 // not_loaded and Restock ErrNotLoaded while holds are written), paused,
 // and owned by this rebuild's token, and clears holds, keys and spent
-// admissions. It remembers the counter it replaces for the audit.
+// admissions, which the record's replace. It remembers the counter it
+// replaces for the audit.
 //
 //	KEYS: 1 stock, 2 meta, 3 held, 4 buyers, 5 instr, 6 idem, 7 adm
 //	ARGV: 1 token
@@ -443,6 +443,19 @@ for i = 2, #ARGV, 5 do
   if ARGV[i + 2] ~= '' then redis.call('HSET', KEYS[4], ARGV[i + 2], ARGV[i]) end
   if ARGV[i + 3] ~= '' then redis.call('HSET', KEYS[5], ARGV[i + 3], ARGV[i + 4]) end
 end
+return 1
+`
+
+// rebuildSpendLua writes one chunk of spent admissions, if the rebuild
+// still owns the sale.
+//
+//	KEYS: 1 meta, 2 adm
+//	ARGV: 1 token, 2 now ms, then admission ids
+const rebuildSpendLua = `
+if redis.call('HGET', KEYS[1], 'rebuilding') ~= ARGV[1] then
+  return redis.error_reply('ERR flashsale: another rebuild or a drop took over this sale')
+end
+for i = 3, #ARGV do redis.call('HSET', KEYS[2], ARGV[i], ARGV[2]) end
 return 1
 `
 
@@ -517,6 +530,7 @@ var (
 	loadScript           = rueidis.NewLuaScript(loadLua)
 	rebuildBeginScript   = rueidis.NewLuaScript(rebuildBeginLua)
 	rebuildAddScript     = rueidis.NewLuaScript(rebuildAddLua)
+	rebuildSpendScript   = rueidis.NewLuaScript(rebuildSpendLua)
 	rebuildFinishScript  = rueidis.NewLuaScript(rebuildFinishLua)
 	snapshotScript       = rueidis.NewLuaScriptReadOnly(snapshotLua)
 	lookupScript         = rueidis.NewLuaScriptReadOnly(lookupLua)
@@ -524,4 +538,4 @@ var (
 )
 
 // scriptSources lists every script, for warming a server's script cache.
-var scriptSources = []string{reserveOneLua, reserveBatchLua, reserveSoldOutLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}
+var scriptSources = []string{reserveOneLua, reserveBatchLua, reserveSoldOutLua, giveBackLua, loadLua, rebuildBeginLua, rebuildAddLua, rebuildSpendLua, rebuildFinishLua, snapshotLua, lookupLua, setPausedLua}

@@ -102,7 +102,7 @@ func (f *shardFixture) req(user string) flashsale.GateReserve {
 	now := time.Now()
 	return flashsale.GateReserve{
 		SaleID: f.sale, ReservationID: fmt.Sprintf("res-%d", n), UserID: user, Quantity: 1,
-		AdmissionID: fmt.Sprintf("adm-%d", n), AdmissionExpires: now.Add(time.Minute), Epoch: 1,
+		AdmissionID: fmt.Sprintf("adm-%d", n), Epoch: 1,
 		IdempotencyKey: fmt.Sprintf("key-%d", n), RequestHash: "h", Now: now,
 	}
 }
@@ -562,7 +562,7 @@ func TestShardedRebuildLostShard(t *testing.T) {
 		}
 
 		// The record knows every hold; epoch 2 fences its writes in flight.
-		if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 30, 2, record, "test rebuild"); err != nil {
+		if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 30, 2, record, nil, "test rebuild"); err != nil {
 			t.Fatal(err)
 		}
 		st := f.states()
@@ -627,27 +627,104 @@ func TestShardedRebuildShardsRefuses(t *testing.T) {
 	// Shard 1 took every unit (two by pulls); a rebuild of shard 1 alone
 	// leaves it what the others do not have: 3 units, its 3 holds.
 	f.failOver(1, f.dumpShard(1))
-	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 3, 2, record, "test"); err != nil {
+	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 3, 2, record, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.balanced(f.snapshot(), 3)
 	// Holds that take more than the lost shard's share are refused.
 	extra := append(slices.Clone(record), flashsale.Hold{ReservationID: "res-x", UserID: f.user(1, 7), Quantity: 1})
-	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 3, 3, extra, "test"); err == nil {
+	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 3, 3, extra, nil, "test"); err == nil {
 		t.Fatal("RebuildShards with more held than the shard can have = nil")
 	}
 	// Another lost shard must be rebuilt with it.
 	f.failOver(2, f.dumpShard(2))
-	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 3, 4, record, "test"); err == nil {
+	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 3, 4, record, nil, "test"); err == nil {
 		t.Fatal("RebuildShards with another shard lost too = nil")
 	}
-	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1, 2}, 3, 5, record, "test"); err != nil {
+	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1, 2}, 3, 5, record, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.g.ResumeShards(f.ctx, f.sale, []int{1, 2}, "test"); err != nil {
 		t.Fatal(err)
 	}
 	f.balanced(f.snapshot(), 3)
+}
+
+// A rebuild hands out no turn on a sale split over shards: a lost shard
+// rebuilt alone gets its shoppers' spent admissions back from the record
+// while the kept shards keep theirs, and a full rebuild puts each spend on
+// its shopper's shard. A turn taken by a hold that has ended (cancelled,
+// expired) stays taken, at the new epoch too.
+func TestShardedRebuildHandsOutNoTurn(t *testing.T) {
+	forEachShardBackend(t, func(t *testing.T, open func(testing.TB) (rueidis.Client, string)) {
+		f := newShardFixture(t, open, 3, 9)
+		before := f.dumpShard(1)
+		var (
+			holds []flashsale.Hold
+			spent []flashsale.SpentAdmission
+			taken []flashsale.GateReserve // a request of each shopper who took a turn
+		)
+		for k := range 3 {
+			ended := f.req(f.user(k, 0))
+			out := f.expect(ended, flashsale.VerdictWon)
+			if moved, err := f.g.Restock(f.ctx, f.sale, out.Hold.ReservationID, "test"); err != nil || !moved {
+				t.Fatalf("Restock = %v, %v", moved, err)
+			}
+			live := f.req(f.user(k, 1))
+			holds = append(holds, f.expect(live, flashsale.VerdictWon).Hold)
+			for _, r := range []flashsale.GateReserve{ended, live} {
+				spent = append(spent, flashsale.SpentAdmission{UserID: r.UserID, AdmissionID: r.AdmissionID})
+				taken = append(taken, r)
+			}
+		}
+		check := func(stage string, epochs ...int64) {
+			t.Helper()
+			for _, e := range epochs {
+				for _, r := range taken {
+					again := f.again(r)
+					again.Epoch = e
+					again.IdempotencyKey += fmt.Sprintf("-%s-%d", stage, e)
+					if out, err := f.g.Reserve(f.ctx, again); err != nil || out.Verdict != flashsale.VerdictAdmissionUsed {
+						t.Fatalf("%s: %s (shard %d) at epoch %d, with the admission it spent: %v, %v; want admission_used",
+							stage, r.UserID, flashsale.ShardOf(r.UserID, 3), e, out.Verdict, err)
+					}
+				}
+			}
+		}
+		check("before", 1)
+
+		// Shard 1's master fails over to a replica that saw none of it.
+		f.failOver(1, before)
+		if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 9, 2, holds, spent, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.g.ResumeShards(f.ctx, f.sale, []int{1}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		f.balanced(f.snapshot(), 9)
+		// The kept shards still take epoch 1's admissions; all take 2's.
+		check("after shard 1's rebuild", 2)
+		for _, r := range taken {
+			if flashsale.ShardOf(r.UserID, 3) != 1 {
+				again := f.again(r)
+				again.IdempotencyKey += "-old-epoch"
+				f.expect(again, flashsale.VerdictAdmissionUsed)
+			}
+		}
+
+		if err := f.g.Rebuild(f.ctx, f.sale, 9, 3, holds, spent, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.g.SetPaused(f.ctx, f.sale, false, "test"); err != nil {
+			t.Fatal(err)
+		}
+		f.balanced(f.snapshot(), 9)
+		check("after a full rebuild", 3)
+		// A shopper who never took a turn still may.
+		fresh := f.req(f.user(1, 5))
+		fresh.Epoch = 3
+		f.expect(fresh, flashsale.VerdictWon)
+	})
 }
 
 // A full rebuild puts each hold back on its user's shard, with its
@@ -661,7 +738,7 @@ func TestShardedRebuild(t *testing.T) {
 				IdempotencyKey: "key", RequestHash: "h", Instrument: fmt.Sprintf("card-%d", k), CreatedAt: time.Now()}
 			holds = append(holds, h)
 		}
-		if err := f.g.Rebuild(f.ctx, f.sale, 12, 3, holds, "test"); err != nil {
+		if err := f.g.Rebuild(f.ctx, f.sale, 12, 3, holds, nil, "test"); err != nil {
 			t.Fatal(err)
 		}
 		s := f.snapshot()
@@ -886,7 +963,7 @@ func TestShardedRebuildKeepsIncarnation(t *testing.T) {
 	if c, err := f.g.Consolidate(f.ctx, f.sale); err != nil || !slices.Equal(c.Lost, []int{1}) {
 		t.Fatalf("Consolidate = %+v, %v; want shard 1 lost", c, err)
 	}
-	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 4, 2, nil, "test"); err != nil {
+	if err := f.g.RebuildShards(f.ctx, f.sale, []int{1}, 4, 2, nil, nil, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.g.ResumeShards(f.ctx, f.sale, []int{1}, "test"); err != nil {

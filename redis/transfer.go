@@ -536,33 +536,36 @@ func (s *ShardedGate) dropStaleClaims(ctx context.Context, saleID string, n int,
 	return nil
 }
 
-// Rebuild replaces every shard with what the record says: each hold goes
-// back to its user's shard, the units left are split evenly over the
+// Rebuild replaces every shard with what the record says: each hold and
+// each spent admission goes back to its user's shard, the units left are
+// split evenly over the
 // shards, the transfer ledgers and instrument claims are rebuilt from the
 // holds, and a new incarnation makes any transfer begun before refused.
 // Every shard is left loaded and paused. Errors are those of Gate.Rebuild;
 // a rebuild cut short leaves the shards it did not reach not loaded (they
 // sell nothing).
-func (s *ShardedGate) Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []flashsale.Hold, source string) error {
+func (s *ShardedGate) Rebuild(ctx context.Context, saleID string, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error {
 	n, err := s.count(ctx, saleID)
 	if err != nil {
 		return err
 	}
 	if n == 1 {
-		return s.g.Rebuild(ctx, saleID, initial, epoch, holds, source)
+		return s.g.Rebuild(ctx, saleID, initial, epoch, holds, spent, source)
 	}
 	all := make([]int, n)
 	for k := range all {
 		all[k] = k
 	}
-	return s.rebuild(ctx, saleID, n, all, initial, epoch, holds, source)
+	return s.rebuild(ctx, saleID, n, all, initial, epoch, holds, spent, source)
 }
 
 // RebuildShards rebuilds the lost shards of a sale from the record while
 // the others keep selling; a caller that lost them all calls Rebuild.
 // Callers take epoch and holds from flashsale.SaleStore.BeginRebuild
 // (every live hold of the sale, complete: holds of in-flight record writes
-// are refused by the new epoch) and leave the sale open.
+// are refused by the new epoch), then spent from
+// flashsale.SaleStore.SpentAdmissions, and leave the sale open. Only the
+// lost shards' shoppers' spends are written: the kept shards keep theirs.
 //
 // Step by step: each lost shard is wiped (not loaded, its transfer ledgers
 // gone); each other shard refuses from now on the credits of transfers the
@@ -578,7 +581,7 @@ func (s *ShardedGate) Rebuild(ctx context.Context, saleID string, initial, epoch
 // It returns an error, having wiped the lost shards, if another shard is
 // not loaded too (CodeUnavailable: a later call with it among the lost
 // will do) or the lost shards' holds take more than what is theirs.
-func (s *ShardedGate) RebuildShards(ctx context.Context, saleID string, lost []int, initial, epoch int64, holds []flashsale.Hold, source string) error {
+func (s *ShardedGate) RebuildShards(ctx context.Context, saleID string, lost []int, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error {
 	n, err := s.count(ctx, saleID)
 	if err != nil {
 		return err
@@ -590,18 +593,21 @@ func (s *ShardedGate) RebuildShards(ctx context.Context, saleID string, lost []i
 		return fmt.Errorf("redis gate: rebuild shards %v of a sale of %d", lost, n)
 	}
 	if n == 1 || len(lost) == n {
-		return s.Rebuild(ctx, saleID, initial, epoch, holds, source)
+		return s.Rebuild(ctx, saleID, initial, epoch, holds, spent, source)
 	}
-	return s.rebuild(ctx, saleID, n, lost, initial, epoch, holds, source)
+	return s.rebuild(ctx, saleID, n, lost, initial, epoch, holds, spent, source)
 }
 
 // rebuild rebuilds the shards of lost, all of the sale's or some.
-func (s *ShardedGate) rebuild(ctx context.Context, saleID string, n int, lost []int, initial, epoch int64, holds []flashsale.Hold, source string) error {
+func (s *ShardedGate) rebuild(ctx context.Context, saleID string, n int, lost []int, initial, epoch int64, holds []flashsale.Hold, spent []flashsale.SpentAdmission, source string) error {
 	if saleID == "" {
 		return errors.New("redis gate: rebuild needs a sale id")
 	}
 	units, err := flashsale.ValidateHolds(holds)
 	if err != nil {
+		return fmt.Errorf("redis gate: rebuild %s: %w", saleID, err)
+	}
+	if err := flashsale.ValidateSpent(spent); err != nil {
 		return fmt.Errorf("redis gate: rebuild %s: %w", saleID, err)
 	}
 	if units > initial {
@@ -623,6 +629,11 @@ func (s *ShardedGate) rebuild(ctx context.Context, saleID string, n int, lost []
 			home := flashsale.ShardOf(h.Instrument, n)
 			claims[home] = append(claims[home], h.Instrument, h.ReservationID+sep+strconv.Itoa(k))
 		}
+	}
+	spentByShard := make([][]flashsale.SpentAdmission, n)
+	for _, sp := range spent {
+		k := flashsale.ShardOf(sp.UserID, n)
+		spentByShard[k] = append(spentByShard[k], sp)
 	}
 
 	var inc string
@@ -703,7 +714,7 @@ func (s *ShardedGate) rebuild(ctx context.Context, saleID string, n int, lost []
 		if int64(i) < free%int64(len(lost)) {
 			share++
 		}
-		if err := s.g.Rebuild(ctx, shardSale(saleID, k), held[k]+share, epoch, byShard[k], source); err != nil {
+		if err := s.g.Rebuild(ctx, shardSale(saleID, k), held[k]+share, epoch, byShard[k], spentByShard[k], source); err != nil {
 			return err
 		}
 		if err := s.fields(ctx, saleID, k, inc, epoch, initial, n, true); err != nil {

@@ -30,7 +30,10 @@ type httpClient struct {
 	sku    string
 	hc     *http.Client
 	secret []byte
-	now    func() time.Time
+	// claim names the JWT claim the shoppers' cards go in: the target's
+	// --instrument-claim ("" is its default, pmf).
+	claim string
+	now   func() time.Time
 }
 
 func newHTTPClient(base, sku string, conns int, secret []byte) *httpClient {
@@ -56,12 +59,26 @@ func (c *httpClient) withRoom(room string) *httpClient {
 	return c
 }
 
-// jwt returns the shopper's JWT, minted on first use.
+// withClaim puts the shoppers' cards in the JWT claim named claim (""
+// keeps pmf), and returns c.
+func (c *httpClient) withClaim(claim string) *httpClient {
+	c.claim = claim
+	return c
+}
+
+// jwt returns the shopper's JWT, minted on first use. The rehearsal is the
+// store's identity service: the token vouches for the shopper's card in
+// its pmf claim, which is what the server's per-card limits count (a
+// server does not trust the body's paymentFingerprint unless told to).
 func (c *httpClient) jwt(who persona, sh *shopper) string {
 	x := sh.x()
 	if x.jwt == "" {
 		now := c.now()
-		tok, err := identity.MintHS256(c.secret, who.user, now.Sub(who.created), now, 2*time.Hour)
+		var opts []identity.MintOption
+		if who.card != "" {
+			opts = append(opts, identity.MintInstrument(c.claim, who.card))
+		}
+		tok, err := identity.MintHS256(c.secret, who.user, now.Sub(who.created), now, 2*time.Hour, opts...)
 		if err != nil {
 			return ""
 		}
@@ -154,12 +171,16 @@ func (c *httpClient) ticket(ctx context.Context, who persona, sh *shopper) reply
 	return c.to(ctx, c.room, "GET", "/sale/"+c.sku+"/ticket", c.bearer(who, sh), nil)
 }
 
-func (c *httpClient) status(ctx context.Context, ticket string) reply {
-	return c.to(ctx, c.room, "GET", "/sale/"+c.sku+"/status?token="+url.QueryEscape(ticket), nil, nil)
+// status polls as the page does: the ticket in X-Ticket (out of the URL,
+// which logs keep) and the shopper's JWT, so the poll counts as its own.
+func (c *httpClient) status(ctx context.Context, who persona, sh *shopper, ticket string) reply {
+	h := c.bearer(who, sh)
+	h["X-Ticket"] = ticket
+	return c.to(ctx, c.room, "GET", "/sale/"+c.sku+"/status", h, nil)
 }
 
-func (c *httpClient) admission(ctx context.Context, ticket, salt, nonce string) reply {
-	return c.to(ctx, c.room, "POST", "/sale/"+c.sku+"/admission", nil, map[string]string{"token": ticket, "salt": salt, "nonce": nonce})
+func (c *httpClient) admission(ctx context.Context, who persona, sh *shopper, ticket, salt, nonce string) reply {
+	return c.to(ctx, c.room, "POST", "/sale/"+c.sku+"/admission", c.bearer(who, sh), map[string]string{"token": ticket, "salt": salt, "nonce": nonce})
 }
 
 func (c *httpClient) reserve(ctx context.Context, who persona, sh *shopper, key string) reply {
@@ -305,7 +326,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 					quietNote += fmt.Sprintf(", the crowd at nice %d, standing in for shoppers on machines of their own", cfg.CrowdNice)
 				}
 			}
-		} else if quiet, err = startQuiet(ctx, cfg, newHTTPClient(base, qsku, 8, secret).withRoom(room)); err != nil {
+		} else if quiet, err = startQuiet(ctx, cfg, newHTTPClient(base, qsku, 8, secret).withClaim(cfg.InstrumentClaim).withRoom(room)); err != nil {
 			return nil, err
 		} else {
 			quietNote = "the probe in the crowd's own process"
@@ -316,7 +337,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	// baseline, so that the arrivals due while it was taken do not all
 	// come at once when the driver starts.
 	opensAt := time.Now().UTC().Add(cfg.Arrival*3/10 + 3*time.Second).Truncate(time.Millisecond)
-	c := newHTTPClient(base, "", cfg.Concurrency, secret).withRoom(room)
+	c := newHTTPClient(base, "", cfg.Concurrency, secret).withClaim(cfg.InstrumentClaim).withRoom(room)
 	r := newRun(cfg, c, opensAt)
 	r.suspects = &suspectPolls{}
 	c.sku = r.sku
@@ -339,7 +360,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	d.unitsLeft.Store(int64(cfg.Units))
 	before, scraped := adm.scrape(ctx)
 	wallStart := time.Now()
-	stopProgress := r.progress(d.unitsLeft.Load, func() float64 { return float64(d.admitRate.Load()) })
+	stopProgress := r.progress(d.unitsLeft.Load, time.Now)
 	err = d.drive(ctx)
 	stopProgress()
 	rushes.Stop()
@@ -393,7 +414,6 @@ type httpDriver struct {
 	first   int64
 
 	unitsLeft atomic.Int64
-	admitRate atomic.Int64
 	timeline  []Point
 }
 
@@ -536,13 +556,13 @@ func (d *httpDriver) sampleLoop(ctx context.Context) {
 			if dt > 0 {
 				rate = float64(max(v.AdmittedUpTo-lastUpTo, 0)) / dt
 			}
-			d.admitRate.Store(int64(rate))
 			last, lastUpTo = now, v.AdmittedUpTo
 			if now.Before(d.opensAt.Add(-time.Second)) {
 				d.stats.swap()
 				continue
 			}
-			d.timeline = append(d.timeline, d.point(now, *v.Counter, v.Pending, v.AdmittedUpTo, rate, dt))
+			// Units taken, as in process: held or sold.
+			d.timeline = append(d.timeline, d.point(now, *v.Counter, v.Pending+v.Confirmed, v.AdmittedUpTo, rate, dt))
 		}
 	}
 }

@@ -52,7 +52,7 @@ func Probe(ctx context.Context, cfg Config, sku string, in io.Reader, out io.Wri
 	if err != nil {
 		return err
 	}
-	q, err := startQuiet(ctx, cfg, newHTTPClient(base, sku, 8, shopperSecret(cfg)).withRoom(room))
+	q, err := startQuiet(ctx, cfg, newHTTPClient(base, sku, 8, shopperSecret(cfg)).withClaim(cfg.InstrumentClaim).withRoom(room))
 	if err != nil {
 		return err
 	}

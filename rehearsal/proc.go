@@ -20,6 +20,7 @@ import (
 	"github.com/flashsale/flashsale/internal/tally"
 	"github.com/flashsale/flashsale/outbox"
 	"github.com/flashsale/flashsale/purchase"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/waitroom"
 )
 
@@ -74,9 +75,9 @@ func (c *procClient) ticket(ctx context.Context, who persona, _ *shopper) reply 
 	return reply{ticket: t.Token, position: t.Position, retryAfter: t.RetryAfter, records: req.Calls()}
 }
 
-func (c *procClient) status(ctx context.Context, ticket string) reply {
+func (c *procClient) status(ctx context.Context, who persona, _ *shopper, ticket string) reply {
 	ctx, req := c.ctx(ctx)
-	st, err := c.e.Room.Status(ctx, c.sku, ticket)
+	st, err := c.e.Room.StatusFor(ctx, c.sku, ticket, who.user)
 	if err != nil {
 		return fail(err, req)
 	}
@@ -92,9 +93,9 @@ func statusReply(st waitroom.Status, records int) reply {
 	return rep
 }
 
-func (c *procClient) admission(ctx context.Context, ticket, salt, nonce string) reply {
+func (c *procClient) admission(ctx context.Context, who persona, _ *shopper, ticket, salt, nonce string) reply {
 	ctx, req := c.ctx(ctx)
-	st, err := c.e.Room.Admission(ctx, c.sku, ticket, salt, nonce)
+	st, err := c.e.Room.AdmissionFor(ctx, c.sku, ticket, salt, nonce, who.user)
 	if err != nil {
 		return fail(err, req)
 	}
@@ -190,13 +191,16 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	warn := &warnings{}
 	// The engine counts every call to the record, per request (each call
 	// below carries a tally) and in all.
-	ecfg := engine.Config{DataDir: dir, Now: clock.Now, Source: "rehearsal", Sink: sink,
+	// The rehearsal is the store's identity service: its shoppers' cards
+	// count as vouched for (the in-process calls pass them as such; over
+	// HTTP a reserve body's would count too).
+	ecfg := engine.Config{DataDir: dir, Now: clock.Now, Source: "rehearsal", Sink: sink, TrustClientInstrument: true,
 		Logger: slog.New(warn), RedisURL: cfg.RedisURL, DatabaseURL: cfg.DatabaseURL,
 		RedisPrefix: "rehearsal:" + strconv.FormatUint(cfg.Seed, 36) + ":",
 		GateTimeout: 5 * time.Second, RecordTimeout: 30 * time.Second}
 	var watched *watchedGate
-	ecfg.WrapGate = func(g flashsale.GateAdmin) flashsale.GateAdmin {
-		watched = &watchedGate{GateAdmin: g, now: clock.Now}
+	ecfg.WrapGate = func(g restock.Gate) restock.Gate {
+		watched = &watchedGate{Gate: g, now: clock.Now}
 		return watched
 	}
 	e, err := engine.Open(ctx, ecfg)
@@ -235,10 +239,8 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	}
 
 	d := &procDriver{run: r, e: e, clock: clock, sale: sale}
-	// Before the progress line first reads it.
-	d.admitRate.Store(0.0)
 	wallStart := time.Now()
-	stopProgress := r.progress(func() int64 { return d.unitsLeft.Load() }, func() float64 { return d.admitRate.Load().(float64) })
+	stopProgress := r.progress(func() int64 { return d.unitsLeft.Load() }, clock.Now)
 	err = d.drive(ctx, start)
 	stopProgress()
 	wall := time.Since(wallStart)
@@ -303,7 +305,6 @@ type procDriver struct {
 	wheel wheel
 
 	unitsLeft atomic.Int64
-	admitRate atomic.Value  // float64
 	warmed    atomic.Uint32 // what warm read, kept so that its reads are made
 	timeline  []Point
 	lastUpTo  int64
@@ -490,7 +491,7 @@ func (d *procDriver) steps(ctx context.Context, batch []int32, now time.Time, wo
 					}
 					if !d.wheel.add(w, t, i) {
 						// Past the end of the rehearsal: still waiting when it ends.
-						d.finish(&d.shoppers[i])
+						d.finish(&d.shoppers[i], endClosed, "")
 					}
 				}
 			}
@@ -578,7 +579,6 @@ func (d *procDriver) sample(ctx context.Context, now time.Time) {
 	if dt > 0 && !now.Before(d.opensAt) {
 		rate = float64(max(upTo-d.lastUpTo, 0)) / dt
 	}
-	d.admitRate.Store(rate)
 	d.lastUpTo, d.lastAt = upTo, now
 	if now.Before(d.opensAt.Add(-time.Second)) {
 		d.stats.swap()
@@ -590,13 +590,13 @@ func (d *procDriver) sample(ctx context.Context, now time.Time) {
 // watchedGate tells the run the moments the counter reaches zero and
 // leaves it, exactly, from the gate's own answers.
 type watchedGate struct {
-	flashsale.GateAdmin
+	restock.Gate
 	now func() time.Time
 	run *run
 }
 
 func (g *watchedGate) Reserve(ctx context.Context, r flashsale.GateReserve) (flashsale.GateOutcome, error) {
-	out, err := g.GateAdmin.Reserve(ctx, r)
+	out, err := g.Gate.Reserve(ctx, r)
 	if err == nil && out.Verdict == flashsale.VerdictWon && g.run != nil {
 		g.run.observeCounter(out.Remaining, g.now())
 	}
@@ -604,7 +604,7 @@ func (g *watchedGate) Reserve(ctx context.Context, r flashsale.GateReserve) (fla
 }
 
 func (g *watchedGate) Restock(ctx context.Context, saleID, reservationID, source string) (bool, error) {
-	ok, err := g.GateAdmin.Restock(ctx, saleID, reservationID, source)
+	ok, err := g.Gate.Restock(ctx, saleID, reservationID, source)
 	if ok && g.run != nil {
 		g.run.observeCounter(1, g.now())
 	}
@@ -612,7 +612,7 @@ func (g *watchedGate) Restock(ctx context.Context, saleID, reservationID, source
 }
 
 func (g *watchedGate) Void(ctx context.Context, saleID string, h flashsale.Hold, source string) (bool, error) {
-	ok, err := g.GateAdmin.Void(ctx, saleID, h, source)
+	ok, err := g.Gate.Void(ctx, saleID, h, source)
 	if ok && g.run != nil {
 		g.run.observeCounter(1, g.now())
 	}

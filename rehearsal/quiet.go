@@ -145,7 +145,7 @@ func (q *quietProbe) once(ctx context.Context, phase int) {
 	who := persona{user: "quiet-" + strconv.FormatInt(n, 10), created: time.Unix(0, 0), card: "quiet-card-" + strconv.FormatInt(n, 10)}
 	sh := &shopper{}
 	if rep := q.c.ticket(ctx, who, sh); rep.code == "" {
-		if st := q.c.status(ctx, rep.ticket); st.state == "admitted" {
+		if st := q.c.status(ctx, who, sh, rep.ticket); st.state == "admitted" {
 			sh.x().admission = st.admission
 			start := time.Now()
 			rep := q.c.reserve(ctx, who, sh, "quiet-"+strconv.FormatInt(n, 10))

@@ -42,6 +42,11 @@ type Config struct {
 	// UserJWTSecret signs the shoppers' JWTs on Target (default: the
 	// development key, which a server without --user-jwt-secret accepts).
 	UserJWTSecret string
+	// InstrumentClaim is the JWT claim the shoppers' cards go in on Target:
+	// the target's --instrument-claim (default pmf). The rehearsal is the
+	// store's identity service, so its shoppers' JWTs vouch for their
+	// cards, as the server counts them without trusting the body's.
+	InstrumentClaim string
 	// Concurrency bounds the requests in flight against Target (default 256).
 	Concurrency int
 
@@ -190,17 +195,17 @@ const (
 // shopper is one synthetic shopper: kept small (32 bytes), since there
 // are millions (its ticket is kept in run.tickets); what only the shoppers near the front need is in extra.
 type shopper struct {
-	ticket   ticketRef
-	extra    *extra
-	giveUp   int64 // unix nanos: a person's patience runs out
-	phase    phase
-	fate     fate
-	bits     uint8 // the last proof of work asked: nonzero once asked
-	attempt  uint8 // reserve attempts: each a new idempotency key
-	tries    uint8 // consecutive answers to come back later
-	bot      bool
-	admitted bool
-	warned   bool // told sold out at least once
+	ticket  ticketRef
+	extra   *extra
+	giveUp  int64 // unix nanos: a person's patience runs out
+	phase   phase
+	fate    fate
+	bits    uint8 // the last proof of work asked: nonzero once asked
+	attempt uint8 // reserve attempts: each a new idempotency key
+	tries   uint8 // consecutive answers to come back later
+	bot     bool
+	reached stage // the furthest stage of the funnel the shopper got to
+	warned  bool  // told sold out at least once
 }
 
 // extra is a shopper's state past the queue.
@@ -231,8 +236,11 @@ type persona struct {
 type client interface {
 	register(ctx context.Context, who persona, sh *shopper) reply
 	ticket(ctx context.Context, who persona, sh *shopper) reply
-	status(ctx context.Context, ticket string) reply
-	admission(ctx context.Context, ticket, salt, nonce string) reply
+	// status and admission carry the shopper's sign-in as the page does,
+	// so that what the room counts towards the automation hold is the
+	// shopper's own (a copy of a ticket holds no one).
+	status(ctx context.Context, who persona, sh *shopper, ticket string) reply
+	admission(ctx context.Context, who persona, sh *shopper, ticket, salt, nonce string) reply
 	reserve(ctx context.Context, who persona, sh *shopper, key string) reply
 	confirm(ctx context.Context, who persona, sh *shopper, payRef string) reply
 	cancel(ctx context.Context, who persona, sh *shopper) reply
@@ -385,12 +393,20 @@ func solveTime(bot bool, bits int) time.Duration {
 	return per * time.Duration(uint64(1)<<bits)
 }
 
-// finish ends shopper i's part.
-func (r *run) finish(sh *shopper) time.Time {
+// finish ends shopper i's part, counting where and why it ended: every
+// shopper ends exactly once, so the funnel's rows add up to the crowd.
+// code is the answer that ended it, where one did.
+func (r *run) finish(sh *shopper, why ending, code string) time.Time {
 	sh.phase = phDone
 	sh.ticket, sh.extra = ticketRef{}, nil
+	r.stats.end(sh.reached, why, code)
 	r.stats.done.Add(1)
 	return time.Time{}
+}
+
+// finishOn ends the shopper on an answer's code.
+func (r *run) finishOn(sh *shopper, code string) time.Time {
+	return r.finish(sh, endingOf(code), code)
 }
 
 // call makes one request and counts it.
@@ -406,16 +422,17 @@ func (r *run) call(rt route, f func() reply) reply {
 func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 	sh := &r.shoppers[i]
 	if now.After(r.closesAt) {
-		return r.finish(sh)
+		return r.finish(sh, endClosed, "")
 	}
 	if !sh.bot && sh.giveUp != 0 && now.UnixNano() > sh.giveUp && sh.phase == phPoll {
 		r.stats.gaveUp.Add(1)
-		return r.finish(sh)
+		return r.finish(sh, endGaveUp, "")
 	}
 	switch sh.phase {
 	case phArrive:
 		who := r.who(i)
 		r.stats.arrived.Add(1)
+		sh.reached = stageArrived
 		// A person waits two to six minutes before giving up
 		// on a queue that does not move, longer if told it might.
 		patience := 2*time.Minute + time.Duration(r.uniform(i, drawPatience)*float64(4*time.Minute))
@@ -425,14 +442,14 @@ func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 			rep := r.call(routeReserve, func() reply { return r.client.reserve(ctx, who, sh, "skip-"+who.user) })
 			if rep.code == "" { // no layer should let this through
 				sh.x().resID, sh.fate = rep.id, fatePay
-				sh.phase = phPay
+				sh.phase, sh.reached = phPay, stageReserved
 				return now
 			}
 		}
 		if r.cfg.Fairness == flashsale.FairnessLottery {
 			rep := r.call(routeRegister, func() reply { return r.client.register(ctx, who, sh) })
 			if rep.code != "" && rep.code != string(flashsale.CodeRegistrationClosed) {
-				return r.finish(sh)
+				return r.finishOn(sh, rep.code)
 			}
 			sh.phase = phTicket
 			// Registered: come back for the ticket once the draw has run.
@@ -450,19 +467,20 @@ func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 		case string(flashsale.CodeRateLimited), string(flashsale.CodeSalePaused), string(flashsale.CodeUnavailable), "overloaded", "transport":
 			return r.retry(i, sh, now, rep.retryAfter)
 		}
-		return r.finish(sh) // sold out, closed, not eligible, not registered
+		return r.finishOn(sh, rep.code) // sold out, closed, not eligible, not registered
 	case phPoll:
 		return r.poll(ctx, i, sh, now)
 	case phAdmission:
 		salt := sh.x().salt
 		nonce := challenge.Solve(salt, int(sh.bits))
-		rep := r.call(routeAdmission, func() reply { return r.client.admission(ctx, r.tickets.get(sh.ticket), salt, nonce) })
+		who := r.who(i)
+		rep := r.call(routeAdmission, func() reply { return r.client.admission(ctx, who, sh, r.tickets.get(sh.ticket), salt, nonce) })
 		sh.x().salt = ""
 		switch rep.code {
 		case "":
 			return r.admitted(i, sh, now, rep.admission)
 		case string(flashsale.CodeNotSelected), string(flashsale.CodeClosed):
-			return r.finish(sh)
+			return r.finishOn(sh, rep.code)
 		}
 		sh.phase = phPoll
 		return r.after(i, sh, now, rep.retryAfter, 1)
@@ -475,25 +493,29 @@ func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 			sh.tries = 0
 			r.stats.reserved.Add(1)
 			sh.x().resID, sh.phase, sh.x().admission = rep.id, phPay, ""
+			sh.reached = stageReserved
 			return r.pay(i, sh, now)
 		case string(flashsale.CodeRateLimited), string(flashsale.CodeSalePaused), string(flashsale.CodeUnavailable), "overloaded", "transport":
 			// Come back with the same key: a repeat never reserves twice.
 			return r.retry(i, sh, now, rep.retryAfter)
-		case string(flashsale.CodeLimitReached), string(flashsale.CodeNotEligible), string(flashsale.CodeClosed):
-			return r.finish(sh)
+		case string(flashsale.CodeLimitReached), string(flashsale.CodeAdmissionUsed), string(flashsale.CodeNotEligible),
+			string(flashsale.CodeClosed):
+			// admission_used: the shopper's one turn is taken, and every
+			// admission the queue hands it again is the same turn.
+			return r.finishOn(sh, rep.code)
 		}
-		// Sold out (units may come back), or the admission lapsed or was
+		// Sold out (units may come back), or the admission expired or was
 		// refused: back to the queue for a new one, with a new key.
 		sh.attempt++
 		sh.x().admission, sh.phase = "", phPoll
 		if sh.attempt > 20 {
-			return r.finish(sh)
+			return r.finishOn(sh, rep.code)
 		}
 		return r.after(i, sh, now, rep.retryAfter, 2)
 	case phPay:
 		return r.settle(ctx, i, sh, r.who(i), now)
 	}
-	return r.finish(sh)
+	return r.finish(sh, endErrors, "")
 }
 
 // retry comes back after a "later" answer, giving up after many.
@@ -501,17 +523,18 @@ func (r *run) retry(i int, sh *shopper, now time.Time, retryAfter time.Duration)
 	sh.tries++
 	if sh.tries > 30 {
 		r.stats.gaveUp.Add(1)
-		return r.finish(sh)
+		return r.finish(sh, endErrors, "")
 	}
 	return r.after(i, sh, now, retryAfter, 3+uint64(sh.tries))
 }
 
 // poll asks for the shopper's status and acts on the answer.
 func (r *run) poll(ctx context.Context, i int, sh *shopper, now time.Time) time.Time {
-	rep := r.call(routeStatus, func() reply { return r.client.status(ctx, r.tickets.get(sh.ticket)) })
+	who := r.who(i)
+	rep := r.call(routeStatus, func() reply { return r.client.status(ctx, who, sh, r.tickets.get(sh.ticket)) })
 	if rep.code != "" {
 		if rep.code == string(flashsale.CodeInvalidToken) {
-			return r.finish(sh)
+			return r.finishOn(sh, rep.code)
 		}
 		return r.retry(i, sh, now, rep.retryAfter)
 	}
@@ -542,7 +565,7 @@ func (r *run) poll(ctx context.Context, i int, sh *shopper, now time.Time) time.
 		return now.Add(solveTime(sh.bot, rep.bits))
 	case "sold_out":
 		if rep.final {
-			return r.finish(sh)
+			return r.finish(sh, endSoldOut, "")
 		}
 		if !sh.bot {
 			// Told it is gone, for now: almost a third of people close
@@ -554,16 +577,16 @@ func (r *run) poll(ctx context.Context, i int, sh *shopper, now time.Time) time.
 			}
 			if r.uniform(i, drawPatience<<8|uint64(now.UnixMilli())) < leave {
 				r.stats.gaveUp.Add(1)
-				return r.finish(sh)
+				return r.finish(sh, endSoldOut, "")
 			}
 			sh.warned = true
 		}
 	case "not_selected", "closed":
-		return r.finish(sh)
+		return r.finishOn(sh, rep.state)
 	case "waiting":
 		if !sh.bot && rep.chance == "unlikely" && r.uniform(i, drawPatience<<8|uint64(now.Unix())) < 0.05 {
 			r.stats.gaveUp.Add(1)
-			return r.finish(sh)
+			return r.finish(sh, endUnlikely, "")
 		}
 	}
 	return r.after(i, sh, now, rep.retryAfter, 4+uint64(now.Unix()))
@@ -572,8 +595,8 @@ func (r *run) poll(ctx context.Context, i int, sh *shopper, now time.Time) time.
 // admitted takes an admission token and goes to reserve after a moment's
 // thought (a bot's is instant).
 func (r *run) admitted(i int, sh *shopper, now time.Time, admission string) time.Time {
-	if !sh.admitted {
-		sh.admitted = true
+	if sh.reached < stageAdmitted {
+		sh.reached = stageAdmitted
 		r.stats.admitted.Add(1)
 	}
 	sh.x().admission, sh.phase, sh.tries = admission, phReserve, 0
@@ -603,7 +626,7 @@ func (r *run) pay(i int, sh *shopper, now time.Time) time.Time {
 	switch sh.fate {
 	case fateAbandon:
 		r.stats.abandoned.Add(1)
-		return r.finish(sh)
+		return r.finish(sh, endWalkedAway, "")
 	case fateLate:
 		return now.Add(r.cfg.Hold + paying)
 	}
@@ -621,7 +644,7 @@ func (r *run) settle(ctx context.Context, i int, sh *shopper, who persona, now t
 			return r.retry(i, sh, now, rep.retryAfter)
 		}
 		r.stats.cancelled.Add(1)
-		return r.finish(sh)
+		return r.finish(sh, endPayFailed, "")
 	}
 	rep := r.call(routeConfirm, func() reply { return r.client.confirm(ctx, who, sh, "pay-"+who.user) })
 	switch rep.code {
@@ -632,12 +655,15 @@ func (r *run) settle(ctx context.Context, i int, sh *shopper, who persona, now t
 		} else {
 			r.stats.humansConfirmed.Add(1)
 		}
+		sh.reached = stageBought
+		return r.finish(sh, endBought, "")
 	case string(flashsale.CodeReservationExpired):
 		r.stats.late.Add(1)
+		return r.finish(sh, endPaidLate, "")
 	case "transport", "overloaded", string(flashsale.CodeUnavailable), string(flashsale.CodeRateLimited):
 		return r.retry(i, sh, now, rep.retryAfter)
 	}
-	return r.finish(sh)
+	return r.finishOn(sh, rep.code)
 }
 
 // sampleEvery is the timeline's resolution.

@@ -40,6 +40,24 @@ func check(t *testing.T, rep *rehearsal.Report, units int) {
 	if !rep.SoldOutSeen || rep.SoldOutAnnounced > time.Second {
 		t.Errorf("sold out announced %v after the last unit (seen: %v)", rep.SoldOutAnnounced, rep.SoldOutSeen)
 	}
+	// The funnel: every shopper in exactly one final row, the stages the
+	// shoppers' own counts.
+	if ends := rehearsal.FunnelEnds(rep.Funnel); ends != int64(rep.Config.Users) {
+		t.Errorf("the funnel's final rows add up to %d, not the %d shoppers: %+v", ends, rep.Config.Users, rep.Funnel)
+	}
+	stages := map[string]int64{}
+	for _, r := range rep.Funnel {
+		if r.Stage {
+			stages[r.Name] = r.Count
+		}
+	}
+	if stages["arrived"] != rep.Arrived || stages["admitted"] != rep.Admitted || stages["bought"] != rep.Confirmed {
+		t.Errorf("the funnel's stages %v; the shoppers counted %d arrived, %d admitted, %d bought",
+			stages, rep.Arrived, rep.Admitted, rep.Confirmed)
+	}
+	if pass, why := rep.Verdict(); !pass {
+		t.Errorf("the verdict: FAIL: %s", why)
+	}
 	var text, page bytes.Buffer
 	rep.WriteText(&text)
 	for _, want := range []string{"The funnel", "oversold 0", "counter + confirmed + pending == initial: holds", "status"} {
@@ -47,13 +65,19 @@ func check(t *testing.T, rep *rehearsal.Report, units int) {
 			t.Errorf("the text report lacks %q:\n%s", want, text.String())
 		}
 	}
+	if lines := strings.Split(strings.TrimSpace(text.String()), "\n"); !strings.HasPrefix(lines[len(lines)-1], "PASS: nothing oversold") {
+		t.Errorf("the text report's last line: %q", lines[len(lines)-1])
+	}
 	if err := rep.WriteHTML(&page); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"<svg", "Nothing oversold", "Units left and units taken"} {
+	for _, want := range []string{"<svg", "PASS: nothing oversold", "units left and units taken", "= shoppers", "the crowd arrives"} {
 		if !strings.Contains(page.String(), want) {
 			t.Errorf("the HTML report lacks %q", want)
 		}
+	}
+	if strings.Contains(page.String(), "ZgotmplZ") {
+		t.Error("the HTML report has a value html/template refused")
 	}
 	if t.Failed() {
 		t.Log(text.String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"strconv"
@@ -57,7 +58,13 @@ type Report struct {
 	// units remained more than a second after the counter reached zero.
 	SoldOutAnnounced time.Duration
 	SoldOutSeen      bool
-	StalePolls       int64
+	// SoldOutAt is when the counter first reached zero, in seconds since
+	// the open by the sale's clock (with SoldOutSeen).
+	SoldOutAt float64
+	// Funnel is where each shopper ended: its Final rows add up to the
+	// crowd (FunnelEnds).
+	Funnel     []FunnelRow
+	StalePolls int64
 	// PeakMemory is the process's peak resident memory.
 	PeakMemory      uint64
 	EventsPublished int64
@@ -170,8 +177,49 @@ func (r *run) report(ctx context.Context, figures func(context.Context) (storeFi
 	if last, first := r.lastUnit.Load(), s.firstSoldOutPoll.Load(); last != 0 && first != 0 {
 		rep.SoldOutSeen = true
 		rep.SoldOutAnnounced = max(0, time.Duration(first-last))
+		rep.SoldOutAt = time.Unix(0, last).Sub(r.opensAt).Seconds()
 	}
+	rep.Funnel = s.funnel(int64(len(r.shoppers)))
 	return rep, nil
+}
+
+// Verdict says whether the rehearsal passed, and why (or why not): nothing
+// oversold and the invariant exact by the record, every shopper accounted
+// for once, and sold out announced within the second the contract allows.
+func (rep *Report) Verdict() (pass bool, why string) {
+	s := rep.Store
+	var fails, oks []string
+	if rep.Oversold > 0 {
+		fails = append(fails, fmt.Sprintf("OVERSOLD by %s units", thousands(rep.Oversold)))
+	} else {
+		oks = append(oks, "nothing oversold")
+	}
+	if s.Counter+s.Confirmed+s.Pending != s.Initial {
+		fails = append(fails, fmt.Sprintf("counter + confirmed + pending = %s, not the stock %s",
+			thousands(s.Counter+s.Confirmed+s.Pending), thousands(s.Initial)))
+	} else {
+		oks = append(oks, "counter + confirmed + pending = stock")
+	}
+	crowd := int64(rep.Config.Users)
+	if ends := FunnelEnds(rep.Funnel); ends != crowd {
+		fails = append(fails, fmt.Sprintf("the funnel accounts for %s shoppers of %s", thousands(ends), thousands(crowd)))
+	} else {
+		oks = append(oks, fmt.Sprintf("all %s shoppers accounted for", thousands(crowd)))
+	}
+	switch {
+	case rep.SoldOutSeen && rep.SoldOutAnnounced > time.Second:
+		fails = append(fails, fmt.Sprintf("sold out announced %s after the last unit went (the contract: within 1 s)",
+			rep.SoldOutAnnounced.Round(time.Millisecond)))
+	case rep.StalePolls > 0:
+		fails = append(fails, fmt.Sprintf("%s polls answered as if units remained more than 1 s after the last went",
+			thousands(rep.StalePolls)))
+	case rep.SoldOutSeen:
+		oks = append(oks, "sold out announced within 1 s")
+	}
+	if len(fails) > 0 {
+		return false, strings.Join(fails, "; ")
+	}
+	return true, strings.Join(oks, ", ")
 }
 
 func isBot(user string) bool { return strings.HasPrefix(user, "bot-") }
@@ -195,8 +243,12 @@ func peakMemory() uint64 {
 }
 
 // progress prints a live line every half second until the returned
-// function is called.
-func (r *run) progress(unitsLeft func() int64, admitRate func() float64) func() {
+// function is called. Its admissions a second are shoppers handed an
+// admission per second of the sale's clock (saleNow), over the last
+// second of it or the last line's span if longer (in process, half a
+// second of wall time is many seconds of the sale's): the crowd's figure,
+// not the queue's places, some of whose shoppers have left.
+func (r *run) progress(unitsLeft func() int64, saleNow func() time.Time) func() {
 	if r.cfg.Progress == nil {
 		return func() {}
 	}
@@ -207,28 +259,71 @@ func (r *run) progress(unitsLeft func() int64, admitRate func() float64) func() 
 		defer wg.Done()
 		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
+		var seen []admittedAt
 		for {
 			select {
 			case <-done:
-				r.printProgress(unitsLeft(), admitRate())
+				seen = r.printProgress(seen, unitsLeft(), saleNow())
 				fmt.Fprintln(r.cfg.Progress)
 				return
 			case <-t.C:
-				r.printProgress(unitsLeft(), admitRate())
+				seen = r.printProgress(seen, unitsLeft(), saleNow())
 			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
 }
 
-func (r *run) printProgress(left int64, rate float64) {
+// admittedAt is the shoppers admitted so far at a moment of the sale.
+type admittedAt struct {
+	at time.Time
+	n  int64
+}
+
+// admissionRate is the shoppers admitted a second between the newest
+// sample at least a second older than the last and the last; 0 until
+// there are two.
+func admissionRate(seen []admittedAt) float64 {
+	if len(seen) < 2 {
+		return 0
+	}
+	last := seen[len(seen)-1]
+	base := seen[0]
+	for _, s := range seen[:len(seen)-1] {
+		if last.at.Sub(s.at) >= time.Second {
+			base = s
+		}
+	}
+	dt := last.at.Sub(base.at).Seconds()
+	if dt <= 0 {
+		return 0
+	}
+	return float64(last.n-base.n) / dt
+}
+
+func (r *run) printProgress(seen []admittedAt, left int64, now time.Time) []admittedAt {
+	seen = append(seen, admittedAt{now, r.stats.admitted.Load()})
+	for len(seen) > 2 && seen[len(seen)-1].at.Sub(seen[1].at) >= time.Second {
+		seen = seen[1:]
+	}
 	n := int64(len(r.shoppers))
 	done := r.stats.done.Load()
 	const width = 30
 	filled := int(done * width / max(n, 1))
 	bar := strings.Repeat("#", filled) + strings.Repeat(".", width-filled)
-	fmt.Fprintf(r.cfg.Progress, "\r[%s] %s/%s shoppers answered · %s units left · %s admitted/s · %s reserved   ",
-		bar, thousands(done), thousands(n), thousands(left), thousands(int64(rate)), thousands(r.stats.reserved.Load()))
+	fmt.Fprintf(r.cfg.Progress, "\r[%s] %s · %s/%s shoppers done · %s units left · %s admitted/s · %s reserved   ",
+		bar, saleClock(now.Sub(r.opensAt)), thousands(done), thousands(n), thousands(left),
+		thousands(int64(math.Round(admissionRate(seen)))), thousands(r.stats.reserved.Load()))
+	return seen
+}
+
+// saleClock is a moment of the sale relative to its open: "t-3s", "t+1m05s".
+func saleClock(d time.Duration) string {
+	sign := "+"
+	if d < 0 {
+		sign, d = "-", -d
+	}
+	return "t" + sign + d.Round(time.Second).String()
 }
 
 // thousands formats n with thin separators: 2,000,000.
@@ -262,22 +357,17 @@ func (rep *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "Wall time %s, peak memory %s, %s shopper requests (%s a second of wall time)\n\n", rep.Wall.Round(10*time.Millisecond),
 		bytesText(rep.PeakMemory), thousands(requests), thousands(int64(float64(requests)/max(rep.Wall.Seconds(), 1e-9))))
 
-	fmt.Fprintln(w, "The funnel")
-	row := func(name string, n int64, note string) {
-		fmt.Fprintf(w, "  %-34s %12s  %s\n", name, thousands(n), note)
+	rep.writeFunnel(w)
+	if rep.Challenged > 0 {
+		fmt.Fprintf(w, "  %s shoppers were asked for a proof of work before their admission\n", thousands(rep.Challenged))
 	}
-	row("arrived", rep.Arrived, "")
-	for _, rc := range rep.Rejections {
-		route, code, _ := strings.Cut(rc.Name, " ")
-		row("  rejected at "+route, rc.Count, code)
+	if len(rep.Rejections) > 0 {
+		fmt.Fprintln(w, "\nAnswers that said no (requests, not shoppers: a shopper may hear several)")
+		for _, rc := range rep.Rejections {
+			route, code, _ := strings.Cut(rc.Name, " ")
+			fmt.Fprintf(w, "  %-10s %-26s %12s\n", route, code, thousands(rc.Count))
+		}
 	}
-	row("admitted (shoppers)", rep.Admitted, thousands(rep.Challenged)+" asked for a proof of work first")
-	row("reserved", rep.Reserved, "")
-	row("confirmed (paid)", rep.Confirmed, "")
-	row("cancelled (payment failed)", rep.Cancelled, "")
-	row("walked away (hold expired)", rep.Abandoned, "")
-	row("paid after the hold expired", rep.PaidLate, "refused: reservation_expired")
-	row("gave up waiting", rep.GaveUp, "")
 
 	s := rep.Store
 	fmt.Fprintln(w, "\nThe record (checked, not the shoppers' own count)")
@@ -345,6 +435,28 @@ func (rep *Report) WriteText(w io.Writer) {
 	if rep.Warnings > 0 {
 		fmt.Fprintf(w, "\nThe engine logged %d warnings or errors; the first: %s\n", rep.Warnings, strings.Join(rep.FirstWarnings, " | "))
 	}
+	pass, why := rep.Verdict()
+	verdict := "PASS"
+	if !pass {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "\n%s: %s\n", verdict, why)
+}
+
+// writeFunnel prints the funnel: each stage, and under it the shoppers who
+// ended there and why. The ending rows and the last stage add up to the
+// crowd, each shopper in exactly one.
+func (rep *Report) writeFunnel(w io.Writer) {
+	crowd := int64(rep.Config.Users)
+	fmt.Fprintf(w, "The funnel: where each of the %s shoppers ended\n", thousands(crowd))
+	for _, r := range rep.Funnel {
+		if r.Stage {
+			fmt.Fprintf(w, "  %-46s %12s %6.1f%%\n", r.Name, thousands(r.Count), r.Share*100)
+			continue
+		}
+		fmt.Fprintf(w, "    - %-42s %12s\n", r.Name, thousands(r.Count))
+	}
+	fmt.Fprintf(w, "  %-46s %12s  (the rows marked -, and bought: each shopper once)\n", "= shoppers", thousands(FunnelEnds(rep.Funnel)))
 }
 
 func durText(d time.Duration) string {

@@ -110,18 +110,20 @@ type stats struct {
 	states map[string]int64
 	known  [len(knownStates)]atomic.Int64
 
-	arrived, done    atomic.Int64
-	admitted         atomic.Int64 // shoppers handed an admission at least once
-	challenged       atomic.Int64 // shoppers asked for a proof of work at least once
-	reserved         atomic.Int64 // reserve answered 201 (first answers, not replays)
-	confirmed        atomic.Int64
-	cancelled        atomic.Int64 // payment failed: the shopper cancelled
-	late             atomic.Int64 // paid after the hold expired
-	abandoned        atomic.Int64 // reserved and walked away: the hold expires
-	gaveUp           atomic.Int64 // left the queue before the end
-	botsConfirmed    atomic.Int64
-	humansConfirmed  atomic.Int64
-	stalePolls       atomic.Int64 // answered as if units remained well after the last went
+	arrived, done   atomic.Int64
+	admitted        atomic.Int64 // shoppers handed an admission at least once
+	challenged      atomic.Int64 // shoppers asked for a proof of work at least once
+	reserved        atomic.Int64 // reserve answered 201 (first answers, not replays)
+	confirmed       atomic.Int64
+	cancelled       atomic.Int64 // payment failed: the shopper cancelled
+	late            atomic.Int64 // paid after the hold expired
+	abandoned       atomic.Int64 // reserved and walked away: the hold expires
+	gaveUp          atomic.Int64 // left the queue before the end
+	botsConfirmed   atomic.Int64
+	humansConfirmed atomic.Int64
+	stalePolls      atomic.Int64 // answered as if units remained well after the last went
+	// ended counts the shoppers by where and why they ended.
+	ended            endings
 	firstSoldOutPoll atomic.Int64 // unix nanos of the first status answered sold_out
 
 	// seen is the histograms at the end of the last window (swap); guarded

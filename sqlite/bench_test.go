@@ -20,7 +20,7 @@ func BenchmarkCreateReservationCrowd(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			s.groupMax = group
+			s.db.groupMax = group
 			t0 := time.Date(2030, 3, 1, 10, 0, 0, 0, time.UTC)
 			sale := &flashsale.Sale{ID: "sale_bench", SKU: "bench", Name: "Bench", InitialStock: 1 << 30,
 				OpensAt: t0, HoldSeconds: 600, PerUserLimit: 1, Fairness: flashsale.FairnessFIFO, Shards: 1,

@@ -2,9 +2,10 @@
 // the pure-Go modernc.org/sqlite driver: the durable store of sales,
 // reservations (holds) and orders for a single server, a demo or a test.
 //
-// The gate decides who wins; this package records the winners. Every state
-// change of a hold is one conditional UPDATE whose changed-rows count is the
-// answer, so that a hold's units go back to stock exactly once. The schema
+// The record's rules (what each state change means, when it is refused,
+// which event it writes) are package record's; this package is its SQLite
+// engine (a record.Driver): the connections, one method per statement with
+// its SQL written out in full, and SQLite's error codes. The schema
 // (migrations/00001_init.sql) is the PostgreSQL record's, with times as
 // INTEGER microseconds since the Unix epoch (UTC), and is applied by Open.
 //
@@ -16,6 +17,9 @@
 // busy_timeout for the file's write lock) instead of failing when a read
 // transaction tries to become a write one. Reads go through a separate pool
 // of read-only connections, which WAL mode lets run beside the writer.
+// One writer is also what makes each statement's answer final: no other
+// write interleaves between a conditional UPDATE and the read that
+// explains its refusal, and two claims never take the same row.
 //
 // The file is in WAL mode with synchronous=NORMAL: a commit survives the
 // process crashing, but a power loss or an operating-system crash may lose
@@ -42,6 +46,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/record"
 )
 
 //go:embed migrations/*.sql
@@ -64,8 +69,8 @@ type Option func(*config)
 
 type config struct {
 	readConns int
-	now       func() time.Time
-	onEvents  func()
+	// record is the record's own configuration.
+	record record.Config
 }
 
 // WithReadConns bounds the pool of read connections at n (n >= 1).
@@ -74,33 +79,32 @@ func WithReadConns(n int) Option {
 }
 
 // WithClock sets the clock UpdateSale stamps updated_at with, the one write
-// whose method takes no time. The default (and nil) is time.Now.
-func WithClock(now func() time.Time) Option {
-	return func(c *config) {
-		if now != nil {
-			c.now = now
-		}
-	}
-}
+// whose method takes no time (record.Config.Now). The default (and nil) is
+// time.Now.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.record.Now = now } }
 
 // WithEventsHook sets fn to be called after every commit that wrote events
-// to the outbox, so that a relay in this process can start on them at once
-// rather than at its next poll (package outbox, Relay.Notify). fn must not
-// block.
-func WithEventsHook(fn func()) Option {
-	return func(c *config) { c.onEvents = fn }
+// to the outbox (record.Config.OnEvents), so that a relay in this process
+// can start on them at once rather than at its next poll (package outbox,
+// Relay.Notify). fn must not block.
+func WithEventsHook(fn func()) Option { return func(c *config) { c.record.OnEvents = fn } }
+
+// Store is the record in an SQLite file: package record's rules over this
+// package's statements. It is safe for concurrent use by multiple
+// goroutines; its zero value is not usable, call Open.
+type Store struct {
+	*record.Store
+	db *db
 }
 
-// Store is the record in an SQLite file. It is safe for concurrent use by
-// multiple goroutines; its zero value is not usable, call Open.
-type Store struct {
+// db is the SQLite engine of the record (a record.Driver): the file's
+// connections and its statements.
+type db struct {
 	// write is one connection; every write is a BEGIN IMMEDIATE
 	// transaction on it (see tx).
 	write *sql.DB
 	// read is a pool of query_only connections.
-	read     *sql.DB
-	now      func() time.Time
-	onEvents func()
+	read *sql.DB
 	// stmts holds the write transactions' prepared statements, by query.
 	stmts    sync.Map
 	prepared atomic.Int32
@@ -115,14 +119,17 @@ type Store struct {
 	groupMax int
 }
 
-var _ flashsale.Store = (*Store)(nil)
+var (
+	_ flashsale.Store = (*Store)(nil)
+	_ record.Driver   = (*db)(nil)
+)
 
 // Open opens the SQLite file at path, creating it and its parent directory
 // if need be, applies the embedded migrations that are not yet applied, and
 // returns the store. Opening a file another Store (in this or another
 // process) has open is allowed; their writes take turns on the file's lock.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	cfg := config{readConns: DefaultReadConns, now: time.Now}
+	cfg := config{readConns: DefaultReadConns}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -171,7 +178,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		read.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	return &Store{write: write, read: read, now: cfg.now, onEvents: cfg.onEvents, groupMax: maxGroup}, nil
+	d := &db{write: write, read: read, groupMax: maxGroup}
+	return &Store{Store: record.New(d, cfg.record), db: d}, nil
 }
 
 // migrate applies the embedded migrations on the writer.
@@ -190,28 +198,49 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	return nil
 }
 
+// Name is the prefix of the store's errors.
+func (d *db) Name() string { return "sqlite" }
+
+// Reads returns the statements on the read connections.
+func (d *db) Reads() record.Statements { return statements{d.read} }
+
+// Write runs fn in a write transaction: the one writer makes every write
+// a transaction of its own anyway.
+func (d *db) Write(ctx context.Context, fn func(record.Statements) error) error {
+	return d.Tx(ctx, fn)
+}
+
+// Tx runs fn in a write transaction on the writer (see tx).
+func (d *db) Tx(ctx context.Context, fn func(record.Statements) error) error {
+	return d.tx(ctx, func(w *wtx) error { return fn(statements{w}) })
+}
+
+// Time reads an INTEGER of microseconds since the Unix epoch, or NULL.
+func (d *db) Time(t *time.Time) any { return (*microTime)(t) }
+
+// Classify returns err as it is: SQLite is a file in this process, with
+// no connection to a server that could be lost.
+func (d *db) Classify(err error) error { return err }
+
 // Ping reports whether the file answers, to the writer and to a reader.
-func (s *Store) Ping(ctx context.Context) error {
-	if err := s.write.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", err)
+func (d *db) Ping(ctx context.Context) error {
+	if err := d.write.PingContext(ctx); err != nil {
+		return err
 	}
-	if err := s.read.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", err)
-	}
-	return nil
+	return d.read.PingContext(ctx)
 }
 
 // Close closes the store's connections; writes in progress finish first.
-func (s *Store) Close() error {
-	s.stmts.Range(func(_, v any) bool {
+func (d *db) Close() error {
+	d.stmts.Range(func(_, v any) bool {
 		_ = v.(*sql.Stmt).Close()
 		return true
 	})
-	return errors.Join(s.read.Close(), s.write.Close())
+	return errors.Join(d.read.Close(), d.write.Close())
 }
 
 // tx runs fn in a BEGIN IMMEDIATE transaction on the writer and commits it
-// if fn returns nil. fn must not use s.write (the one connection is fn's).
+// if fn returns nil. fn must not use d.write (the one connection is fn's).
 //
 // Transactions are committed in groups: while one commits, the ones that
 // arrive queue, and the next commit takes up to maxGroup of them in one
@@ -224,19 +253,19 @@ func (s *Store) Close() error {
 //
 // fn's result is final: every caller waits for its group's commit, and a
 // transaction whose context ended before its turn does not run.
-func (s *Store) tx(ctx context.Context, fn func(*wtx) error) error {
+func (d *db) tx(ctx context.Context, fn func(*wtx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	j := &txJob{ctx: ctx, fn: fn, done: make(chan txResult, 1)}
-	s.group.Lock()
-	s.queue = append(s.queue, j)
-	lead := !s.leading
-	s.leading = true
-	s.group.Unlock()
+	d.group.Lock()
+	d.queue = append(d.queue, j)
+	lead := !d.leading
+	d.leading = true
+	d.group.Unlock()
 	for {
 		if lead {
-			s.lead()
+			d.lead()
 		}
 		r := <-j.done
 		if !r.lead {
@@ -266,23 +295,23 @@ type txResult struct {
 // lead commits the next group of the queue, then hands the lead to the
 // first transaction still queued, so that no caller commits for others
 // without end.
-func (s *Store) lead() {
-	s.group.Lock()
-	n := min(len(s.queue), s.groupMax)
-	batch := s.queue[:n:n]
-	s.queue = s.queue[n:]
-	s.group.Unlock()
+func (d *db) lead() {
+	d.group.Lock()
+	n := min(len(d.queue), d.groupMax)
+	batch := d.queue[:n:n]
+	d.queue = d.queue[n:]
+	d.group.Unlock()
 
-	errs := s.commitGroup(batch)
+	errs := d.commitGroup(batch)
 
-	s.group.Lock()
-	if len(s.queue) == 0 {
-		s.leading = false
-		s.queue = nil
+	d.group.Lock()
+	if len(d.queue) == 0 {
+		d.leading = false
+		d.queue = nil
 	} else {
-		s.queue[0].done <- txResult{lead: true}
+		d.queue[0].done <- txResult{lead: true}
 	}
-	s.group.Unlock()
+	d.group.Unlock()
 	for i, j := range batch {
 		j.done <- txResult{err: errs[i]}
 	}
@@ -290,7 +319,7 @@ func (s *Store) lead() {
 
 // endSavepoint ends a grouped transaction's savepoint, undoing what it did
 // first if it failed.
-func (s *Store) endSavepoint(tx *sql.Tx, undo bool) error {
+func (d *db) endSavepoint(tx *sql.Tx, undo bool) error {
 	if undo {
 		if _, err := tx.Exec("ROLLBACK TO grouped"); err != nil {
 			return err
@@ -302,7 +331,7 @@ func (s *Store) endSavepoint(tx *sql.Tx, undo bool) error {
 
 // commitGroup runs the group's transactions in one and commits it; it
 // returns each one's error. A transaction alone runs without a savepoint.
-func (s *Store) commitGroup(batch []*txJob) []error {
+func (d *db) commitGroup(batch []*txJob) []error {
 	errs := make([]error, len(batch))
 	fail := func(err error) []error {
 		for i := range errs {
@@ -314,12 +343,12 @@ func (s *Store) commitGroup(batch []*txJob) []error {
 	}
 	// The group outlives any one caller: each fn's statements carry its
 	// own context.
-	tx, err := s.write.BeginTx(context.Background(), nil)
+	tx, err := d.write.BeginTx(context.Background(), nil)
 	if err != nil {
 		return fail(err)
 	}
-	w := &wtx{Tx: tx, s: s}
-	defer func() { s.prepare(w.missed) }()
+	w := &wtx{Tx: tx, db: d}
+	defer func() { d.prepare(w.missed) }()
 	alone := len(batch) == 1
 	for i, j := range batch {
 		if err := j.ctx.Err(); err != nil {
@@ -335,13 +364,13 @@ func (s *Store) commitGroup(batch []*txJob) []error {
 			return fail(err)
 		}
 		errs[i] = j.fn(w)
-		if err := s.endSavepoint(tx, errs[i] != nil); err != nil {
+		if err := d.endSavepoint(tx, errs[i] != nil); err != nil {
 			// The transaction itself failed (an I/O error, an
 			// interrupt): nothing of the group stands.
 			_ = tx.Rollback()
 			return fail(err)
 		}
-		s.grouped.Add(1)
+		d.grouped.Add(1)
 	}
 	if alone && errs[0] != nil {
 		_ = tx.Rollback()
@@ -359,7 +388,7 @@ func (s *Store) commitGroup(batch []*txJob) []error {
 // is prepared after the transaction, when the one connection is free.
 type wtx struct {
 	*sql.Tx
-	s      *Store
+	db     *db
 	missed []string
 }
 
@@ -368,7 +397,7 @@ type wtx struct {
 const maxStatements = 256
 
 func (t *wtx) stmt(ctx context.Context, query string) *sql.Stmt {
-	if v, ok := t.s.stmts.Load(query); ok {
+	if v, ok := t.db.stmts.Load(query); ok {
 		return t.Tx.StmtContext(ctx, v.(*sql.Stmt))
 	}
 	t.missed = append(t.missed, query)
@@ -398,27 +427,20 @@ func (t *wtx) ExecContext(ctx context.Context, query string, args ...any) (sql.R
 
 // prepare prepares the statements a transaction ran unprepared, for the
 // next ones. Best effort: a statement that fails to prepare runs as is.
-func (s *Store) prepare(queries []string) {
+func (d *db) prepare(queries []string) {
 	for _, q := range queries {
-		if _, ok := s.stmts.Load(q); ok || s.prepared.Load() >= maxStatements {
+		if _, ok := d.stmts.Load(q); ok || d.prepared.Load() >= maxStatements {
 			continue
 		}
-		st, err := s.write.Prepare(q)
+		st, err := d.write.Prepare(q)
 		if err != nil {
 			continue
 		}
-		if _, loaded := s.stmts.LoadOrStore(q, st); loaded {
+		if _, loaded := d.stmts.LoadOrStore(q, st); loaded {
 			_ = st.Close()
 			continue
 		}
-		s.prepared.Add(1)
-	}
-}
-
-// eventsWritten tells the events hook that a commit wrote events.
-func (s *Store) eventsWritten() {
-	if s.onEvents != nil {
-		s.onEvents()
+		d.prepared.Add(1)
 	}
 }
 
@@ -438,21 +460,44 @@ func isUniqueViolation(err error) bool {
 	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 }
 
-// scanner is a *sql.Row or *sql.Rows.
-type scanner interface {
-	Scan(dest ...any) error
-}
-
 // querier is what both the read pool and a write transaction can do.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// statements are the record's statements (record.Statements) in SQLite's
+// SQL, on the read pool or in a write transaction.
+type statements struct{ q querier }
+
+// each returns the function that calls fn for each of a query's rows,
+// then closes them (a write transaction's next statement needs the
+// connection back): each(q.QueryContext(…))(fn).
+func each(rows *sql.Rows, err error) func(record.Each) error {
+	return func(fn record.Each) error {
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		return record.ForEach(rows, fn)
+	}
+}
+
+// affected returns how many rows a statement changed.
+func affected(res sql.Result, err error) (int, error) {
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }
 
 // micros is t as the schema stores it: microseconds since the Unix epoch.
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
-// nullMicros is NULL for the zero time, which this package's structs use
-// for "not set".
+// nullMicros is NULL for the zero time, which the domain's structs use for
+// "not set".
 func nullMicros(t time.Time) any {
 	if t.IsZero() {
 		return nil
@@ -460,19 +505,19 @@ func nullMicros(t time.Time) any {
 	return t.UnixMicro()
 }
 
-func timeOf(us int64) time.Time { return time.UnixMicro(us).UTC() }
+// microTime scans a time column: INTEGER microseconds since the Unix
+// epoch, in UTC, or NULL as the zero time.
+type microTime time.Time
 
-func nullTimeOf(us sql.NullInt64) time.Time {
-	if !us.Valid {
-		return time.Time{}
+// Scan implements sql.Scanner.
+func (m *microTime) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*m = microTime{}
+	case int64:
+		*m = microTime(time.UnixMicro(v).UTC())
+	default:
+		return fmt.Errorf("sqlite: a time column holds %T, not INTEGER microseconds", src)
 	}
-	return timeOf(us.Int64)
-}
-
-// nullText is NULL for "", so that partial unique indexes ignore it.
-func nullText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
+	return nil
 }

@@ -39,7 +39,7 @@ func TestConformance(t *testing.T) {
 func breakOutbox(t *testing.T, st flashsale.Store, typ flashsale.EventType) {
 	s := st.(*Store)
 	name := "break_" + strings.NewReplacer(".", "_").Replace(string(typ))
-	_, err := s.write.ExecContext(t.Context(), `
+	_, err := s.db.write.ExecContext(t.Context(), `
 		CREATE TRIGGER `+name+` BEFORE INSERT ON outbox
 		WHEN NEW.topic = '`+string(typ)+`'
 		BEGIN SELECT RAISE(ABORT, 'injected fault: the outbox refuses `+string(typ)+`'); END`)
@@ -60,12 +60,12 @@ func TestOpenCreatesDirectoryAndSetsPragmas(t *testing.T) {
 		pragma string
 		want   string
 	}{
-		{s.write, "journal_mode", "wal"},
-		{s.write, "foreign_keys", "1"},
-		{s.write, "synchronous", "1"}, // NORMAL
-		{s.write, "busy_timeout", "10000"},
-		{s.read, "query_only", "1"},
-		{s.read, "busy_timeout", "10000"},
+		{s.db.write, "journal_mode", "wal"},
+		{s.db.write, "foreign_keys", "1"},
+		{s.db.write, "synchronous", "1"}, // NORMAL
+		{s.db.write, "busy_timeout", "10000"},
+		{s.db.read, "query_only", "1"},
+		{s.db.read, "busy_timeout", "10000"},
 	} {
 		var got string
 		if err := c.db.QueryRowContext(t.Context(), "PRAGMA "+c.pragma).Scan(&got); err != nil {
@@ -121,7 +121,7 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 		t.Errorf("Sale after reopening: %v", err)
 	}
 	var applied int
-	if err := third.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM goose_db_version WHERE version_id = 1`).Scan(&applied); err != nil {
+	if err := third.db.read.QueryRowContext(ctx, `SELECT COUNT(*) FROM goose_db_version WHERE version_id = 1`).Scan(&applied); err != nil {
 		t.Fatalf("read goose_db_version: %v", err)
 	}
 	if applied != 1 {
@@ -150,7 +150,7 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 		attempts, claim_token, claimed_at, published_at, dead_at)
 		VALUES (?1, ?2, 'sale_ok', ?3, 0, 0, ?4, ?5, ?6, ?7, ?8)`
 	exec := func(q string, args ...any) error {
-		return s.tx(ctx, func(tx *wtx) error {
+		return s.db.tx(ctx, func(tx *wtx) error {
 			_, err := tx.ExecContext(ctx, q, args...)
 			return err
 		})
@@ -237,69 +237,9 @@ func TestConstraintsRefuseImpossibleStates(t *testing.T) {
 func TestReadersDoNotWrite(t *testing.T) {
 	s := openTemp(t)
 	defer s.Close()
-	_, err := s.read.ExecContext(context.Background(), `DELETE FROM sale_events`)
+	_, err := s.db.read.ExecContext(context.Background(), `DELETE FROM sale_events`)
 	if err == nil {
 		t.Errorf("a read connection wrote")
-	}
-}
-
-// TestShipOrderStaleVersion: an order moved by another writer (a refund
-// tool, say) while still confirmed is a version conflict, not a ship.
-func TestShipOrderStaleVersion(t *testing.T) {
-	ctx := t.Context()
-	s := openTemp(t)
-	defer s.Close()
-	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	sale := &flashsale.Sale{
-		ID: "sale_ship", SKU: "sku-ship", InitialStock: 1, OpensAt: at, HoldSeconds: 60,
-		PerUserLimit: 1, Fairness: flashsale.FairnessFIFO, Shards: 1, State: flashsale.SaleOpen, CreatedAt: at,
-	}
-	if err := s.CreateSale(ctx, sale); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
-	r := &flashsale.Reservation{ID: "res_1", SaleID: sale.ID, UserID: "u-1", Quantity: 1, Epoch: 1, CreatedAt: at, ExpiresAt: at.Add(time.Minute)}
-	if err := s.CreateReservation(ctx, r); err != nil {
-		t.Fatalf("CreateReservation: %v", err)
-	}
-	_, ord, err := s.ConfirmReservation(ctx, r.ID, "u-1", "pay", at)
-	if err != nil {
-		t.Fatalf("ConfirmReservation: %v", err)
-	}
-	if err := s.tx(ctx, func(tx *wtx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE orders SET payment_ref = 'pay-2', version = version + 1 WHERE order_id = ?1`, ord.ID)
-		return err
-	}); err != nil {
-		t.Fatalf("the other writer: %v", err)
-	}
-	if _, _, err := s.ChangeOrder(ctx, flashsale.OrderChange{OrderID: ord.ID, Version: 1, To: flashsale.OrderShipped, Actor: "operator", At: at.Add(time.Hour)}); !errors.Is(err, flashsale.ErrVersionConflict) {
-		t.Errorf("shipping at the stale version: %v, want ErrVersionConflict", err)
-	}
-	got, err := s.Order(ctx, ord.ID)
-	if err != nil || got.State != flashsale.OrderConfirmed || got.Version != 2 {
-		t.Errorf("Order after the refused ship = %+v, %v; want confirmed at version 2", got, err)
-	}
-}
-
-func TestUpdateSaleStampsTheClock(t *testing.T) {
-	ctx := t.Context()
-	at := time.Date(2031, 5, 6, 7, 8, 9, 123456000, time.UTC)
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "record.db"), WithClock(func() time.Time { return at }))
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	defer s.Close()
-	sale := &flashsale.Sale{
-		ID: "sale_clock", SKU: "sku-clock", InitialStock: 1, OpensAt: at, HoldSeconds: 60,
-		PerUserLimit: 1, Fairness: flashsale.FairnessFIFO, Shards: 1, State: flashsale.SaleOpen, CreatedAt: at.Add(-time.Hour),
-	}
-	if err := s.CreateSale(ctx, sale); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
-	if err := s.UpdateSale(ctx, sale, 1); err != nil {
-		t.Fatalf("UpdateSale: %v", err)
-	}
-	if !sale.UpdatedAt.Equal(at) {
-		t.Errorf("UpdatedAt = %v, want the store's clock %v", sale.UpdatedAt, at)
 	}
 }
 
@@ -349,7 +289,7 @@ func TestMigrationRebuildKeepsTheRecord(t *testing.T) {
 	}
 	defer s.Close()
 	var fk int
-	if err := s.write.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
+	if err := s.db.write.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil || fk != 1 {
 		t.Errorf("PRAGMA foreign_keys after the migration = %d, %v; want 1", fk, err)
 	}
 	if r, err := s.Reservation(ctx, "res_1"); err != nil || r.State != flashsale.ReservationConfirmed || r.OrderID != "ord_1" ||
@@ -371,7 +311,7 @@ func TestMigrationRebuildKeepsTheRecord(t *testing.T) {
 		t.Fatalf("cancel an order written before the migration = %+v, %v, %v", o, restocked, err)
 	}
 	var violations int
-	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&violations); err != nil || violations != 0 {
+	if err := s.db.read.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&violations); err != nil || violations != 0 {
 		t.Errorf("foreign key violations after the migration: %d, %v", violations, err)
 	}
 }
@@ -388,7 +328,7 @@ func TestStatementsPreparedOnce(t *testing.T) {
 	const q = `SELECT COUNT(*) FROM reservations WHERE sale_id = ?1`
 	count := func() (n int, missed int) {
 		t.Helper()
-		err := s.tx(ctx, func(tx *wtx) error {
+		err := s.db.tx(ctx, func(tx *wtx) error {
 			err := tx.QueryRowContext(ctx, q, "sale_x").Scan(&n)
 			missed = len(tx.missed)
 			return err
@@ -401,7 +341,7 @@ func TestStatementsPreparedOnce(t *testing.T) {
 	if n, missed := count(); n != 0 || missed != 1 {
 		t.Fatalf("first run: %d rows, %d statements unprepared; want 0 and 1", n, missed)
 	}
-	if _, ok := s.stmts.Load(q); !ok {
+	if _, ok := s.db.stmts.Load(q); !ok {
 		t.Fatal("the statement was not prepared after its first transaction")
 	}
 	if n, missed := count(); n != 0 || missed != 0 {
@@ -432,7 +372,7 @@ func TestGroupCommit(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	blocker := make(chan error, 1)
 	go func() {
-		blocker <- s.tx(ctx, func(*wtx) error { close(started); <-release; return nil })
+		blocker <- s.db.tx(ctx, func(*wtx) error { close(started); <-release; return nil })
 	}()
 	<-started
 	const n = 20
@@ -454,7 +394,7 @@ func TestGroupCommit(t *testing.T) {
 	var failedAfterWriting error
 	go func() {
 		defer wg.Done()
-		failedAfterWriting = s.tx(ctx, func(w *wtx) error {
+		failedAfterWriting = s.db.tx(ctx, func(w *wtx) error {
 			if _, err := w.ExecContext(ctx, `UPDATE sale_events SET name = 'renamed' WHERE sale_id = ?1`, sale.ID); err != nil {
 				return err
 			}
@@ -462,9 +402,9 @@ func TestGroupCommit(t *testing.T) {
 		})
 	}()
 	for queued := 0; queued < n+2; {
-		s.group.Lock()
-		queued = len(s.queue)
-		s.group.Unlock()
+		s.db.group.Lock()
+		queued = len(s.db.queue)
+		s.db.group.Unlock()
 		runtime.Gosched()
 	}
 	close(release)
@@ -491,7 +431,7 @@ func TestGroupCommit(t *testing.T) {
 	if refused != 1 {
 		t.Fatalf("%d holds refused, want exactly one of u0's two", refused)
 	}
-	if got := s.grouped.Load(); got < 2 {
+	if got := s.db.grouped.Load(); got < 2 {
 		t.Fatalf("%d transactions shared a commit, want the queued ones grouped", got)
 	}
 	totals, err := s.SaleTotals(ctx, sale.ID)
@@ -507,18 +447,18 @@ func TestGroupCommitSkipsEndedContexts(t *testing.T) {
 	defer s.Close()
 	started, release := make(chan struct{}), make(chan struct{})
 	go func() {
-		_ = s.tx(t.Context(), func(*wtx) error { close(started); <-release; return nil })
+		_ = s.db.tx(t.Context(), func(*wtx) error { close(started); <-release; return nil })
 	}()
 	<-started
 	gone, cancel := context.WithCancel(t.Context())
 	ran := make(chan bool, 2)
 	done := make(chan error, 2)
-	go func() { done <- s.tx(gone, func(*wtx) error { ran <- true; return nil }) }()
-	go func() { done <- s.tx(t.Context(), func(*wtx) error { ran <- false; return nil }) }()
+	go func() { done <- s.db.tx(gone, func(*wtx) error { ran <- true; return nil }) }()
+	go func() { done <- s.db.tx(t.Context(), func(*wtx) error { ran <- false; return nil }) }()
 	for queued := 0; queued < 2; {
-		s.group.Lock()
-		queued = len(s.queue)
-		s.group.Unlock()
+		s.db.group.Lock()
+		queued = len(s.db.queue)
+		s.db.group.Unlock()
 		runtime.Gosched()
 	}
 	cancel()

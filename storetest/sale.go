@@ -23,7 +23,11 @@ func testSaleCreateAndRead(e *env) {
 	s.AdmissionPerSecond = 5000
 	s.MinAccountAgeSeconds = 86400
 	s.ChallengeBits = 12
+	s.RequireInstrument = true
 	s.Shards = 4
+	s.Display = flashsale.Display{Title: "Air « Rouge » — ¥19,800 ✓", Description: "Two lines.\nThe second.",
+		ImageURL: "https://cdn.example.com/red.png?w=800&h=800", PriceText: "199,00\u202f€", ShopURL: "https://shop.example.com/",
+		BrandColor: "#C0FFEE", LogoURL: "http://shop.example.com/logo.svg"}
 	s.State = flashsale.SaleScheduled
 	s.SeedCommitment = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 	s.UpdatedAt = s.CreatedAt.Add(time.Second)
@@ -208,7 +212,9 @@ func testUpdateSale(e *env) {
 	edit.AdmissionPerSecond = 7
 	edit.MinAccountAgeSeconds = 60
 	edit.ChallengeBits = 4
+	edit.RequireInstrument = true
 	edit.SeedCommitment = "feed"
+	edit.Display = flashsale.Display{Title: "Renamed drop", BrandColor: "#112233"}
 	// Not editable: UpdateSale must leave these as recorded.
 	edit.SKU = "sku-other"
 	edit.State = flashsale.SaleClosed
@@ -229,19 +235,23 @@ func testUpdateSale(e *env) {
 	want.Name, want.InitialStock, want.ClosesAt = "Renamed", 50, t0.Add(3*time.Hour)
 	want.HoldSeconds, want.PerUserLimit, want.AdmissionPerSecond = 120, 3, 7
 	want.MinAccountAgeSeconds, want.ChallengeBits, want.SeedCommitment = 60, 4, "feed"
+	want.RequireInstrument = true
+	want.Display = flashsale.Display{Title: "Renamed drop", BrandColor: "#112233"}
 	want.Version, want.UpdatedAt = 2, edit.UpdatedAt
 	got, err := e.store.Sale(e.ctx, s.ID)
 	ok(t, "Sale", err)
 	same(t, "Sale after UpdateSale", *got, want)
 	same(t, "UpdateSale's sale", edit, want)
 
-	// Clearing ClosesAt is an edit too.
+	// Clearing ClosesAt and the display is an edit too.
 	edit.ClosesAt = time.Time{}
+	edit.Display = flashsale.Display{}
 	ok(t, "UpdateSale(no closesAt)", e.store.UpdateSale(e.ctx, &edit, 2))
 	got, err = e.store.Sale(e.ctx, s.ID)
 	ok(t, "Sale", err)
-	if !got.ClosesAt.IsZero() || got.Version != 3 {
-		t.Errorf("after clearing closesAt: ClosesAt %v, Version %d; want zero, 3", got.ClosesAt, got.Version)
+	if !got.ClosesAt.IsZero() || got.Version != 3 || !got.Display.IsZero() {
+		t.Errorf("after clearing closesAt and display: ClosesAt %v, Version %d, Display %+v; want zero, 3, zero",
+			got.ClosesAt, got.Version, got.Display)
 	}
 
 	missing := newSale()

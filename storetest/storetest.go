@@ -61,6 +61,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) flashsale.Store, faults 
 		{"Sale/UpdateVersionConflict", testUpdateSaleVersionConflict},
 		{"Sale/SetState", testSetSaleState},
 		{"Sale/BeginRebuild", testBeginRebuild},
+		{"Sale/SpentAdmissions", testSpentAdmissions},
 		{"Sale/Totals", testSaleTotals},
 		{"Sale/Draw", testDraw},
 

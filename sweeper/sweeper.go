@@ -1,14 +1,16 @@
-// Package sweeper returns the units of expired holds to stock, exactly once,
-// however many sweepers run and wherever one dies.
+// Package sweeper is the background service that gives the units of
+// expired holds back to stock, every second, and every few rounds
+// reconciles the gate with the record.
 //
 // The restock is where real oversells are born: a sweeper that returns the
 // same hold twice inflates the stock silently, and the extra units then sell
-// through a perfectly correct purchase path. So the record decides: a
-// conditional UPDATE sets restocked_at only where it is still NULL, and only
-// the sweeper whose UPDATE took the row restocks the gate. The gate's
-// restock is itself idempotent per reservation, and the reconciler finishes
-// any restock interrupted between its two steps, so a crash can neither
-// count a unit twice nor lose one.
+// through a perfectly correct purchase path. The sweeper therefore decides
+// nothing itself: it runs package restock, where the record decides (a
+// conditional UPDATE sets restocked_at only where it is still NULL, and
+// only the sweeper whose UPDATE took the row restocks the gate), and where
+// the reconciler finishes any restock interrupted between its two steps.
+// However many sweepers run, and wherever one dies, a hold comes back
+// exactly once.
 package sweeper
 
 import (
@@ -19,27 +21,20 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/internal/loop"
-	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/restock"
 )
-
-// Store is the part of the record the sweeper uses.
-type Store interface {
-	ExpireDue(ctx context.Context, now time.Time, limit int) ([]*flashsale.Reservation, error)
-	ReservationStates(ctx context.Context, saleID string, ids []string) (map[string]flashsale.ReservationState, error)
-	VoidReservation(ctx context.Context, r *flashsale.Reservation) (bool, error)
-}
 
 // Sales lists the sales whose gates the reconciler looks after.
 type Sales interface {
 	Active(ctx context.Context) ([]*flashsale.Sale, error)
 }
 
-// Config configures a Sweeper. Store, Gate and Sales are required.
+// Config configures a Sweeper. Restock and Sales are required.
 type Config struct {
-	Store Store
-	Gate  flashsale.GateAdmin
-	Sales Sales
-	Now   func() time.Time
+	// Restock gives the units back, and reconciles.
+	Restock *restock.Service
+	Sales   Sales
+	Now     func() time.Time
 	// Interval between sweeps (default 1s); a hold outlives its expiry by
 	// at most about this long.
 	Interval time.Duration
@@ -48,17 +43,7 @@ type Config struct {
 	// ReconcileEvery is how many sweeps pass between reconciliations
 	// (default 5).
 	ReconcileEvery int
-	// OrphanGrace is how old a hold the record does not know must be
-	// before the reconciler voids it (default 30s): far longer than any
-	// record write in flight.
-	OrphanGrace time.Duration
-	Logger      *slog.Logger
-	Metrics     *metrics.Metrics
-
-	// afterClaim, in tests, runs between the record's claim and the gate's
-	// restock; returning true abandons the batch there, as a sweeper killed
-	// between its two steps would.
-	afterClaim func(*flashsale.Reservation) bool
+	Logger         *slog.Logger
 }
 
 // Sweeper is a background service. Safe for concurrent use; several may
@@ -81,9 +66,6 @@ func New(cfg Config) *Sweeper {
 	}
 	if cfg.ReconcileEvery <= 0 {
 		cfg.ReconcileEvery = 5
-	}
-	if cfg.OrphanGrace <= 0 {
-		cfg.OrphanGrace = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -109,37 +91,17 @@ func (s *Sweeper) Start(ctx context.Context) {
 // Stop stops the sweeper and waits for its round to finish.
 func (s *Sweeper) Stop() { s.loop.Stop() }
 
-// SweepOnce claims every hold expired by now, batch by batch, and returns
-// their units to the gate. It reports how many units it restocked.
+// SweepOnce claims every hold expired by now, batch by batch, and gives
+// their units back to the gate (restock.Service.Expire). It reports how
+// many units the gate took back.
 func (s *Sweeper) SweepOnce(ctx context.Context) (int, error) {
 	now := s.cfg.Now()
 	units := 0
 	for {
-		claimed, err := s.cfg.Store.ExpireDue(ctx, now, s.cfg.Batch)
-		if err != nil {
+		claimed, n, err := s.cfg.Restock.Expire(ctx, now, s.cfg.Batch)
+		units += n
+		if err != nil || claimed < s.cfg.Batch {
 			return units, err
-		}
-		for _, r := range claimed {
-			if s.cfg.afterClaim != nil && s.cfg.afterClaim(r) {
-				return units, errors.New("sweeper: abandoned after the claim (test)")
-			}
-			moved, err := s.cfg.Gate.Restock(ctx, r.SaleID, r.ID, "sweeper")
-			switch {
-			case errors.Is(err, flashsale.ErrNotLoaded):
-				// The gate lost the sale; its rebuild reads the record, where
-				// this hold is already expired.
-			case err != nil:
-				// The record has decided; the reconciler finishes the
-				// restock when the gate answers again.
-				s.cfg.Logger.Warn("sweeper: gate restock failed; the reconciler will finish it",
-					"reservation", r.ID, "err", err)
-			case moved:
-				units += r.Quantity
-				s.cfg.Metrics.Restocked("sweeper", r.Quantity)
-			}
-		}
-		if len(claimed) < s.cfg.Batch {
-			return units, nil
 		}
 	}
 }
@@ -162,80 +124,8 @@ func (s *Sweeper) ReconcileAll(ctx context.Context) (int, error) {
 	return total, errors.Join(errs...)
 }
 
-// Reconcile compares the holds the gate keeps for a sale with the record
-// and finishes what was left halfway: a hold the record has ended
-// (expired, cancelled, voided) but the gate still keeps is restocked; a
-// hold the record never took, older than OrphanGrace, is voided in the
-// record and then restocked. Both steps are exactly-once, so reconciling
-// twice, or beside a sweeper, changes nothing more. It reports the units
-// returned.
+// Reconcile finishes the give-backs of the sale left halfway
+// (restock.Service.Reconcile), and reports the units returned.
 func (s *Sweeper) Reconcile(ctx context.Context, sale *flashsale.Sale) (int, error) {
-	holds, err := s.cfg.Gate.Holds(ctx, sale.ID)
-	if err != nil || len(holds) == 0 {
-		return 0, err
-	}
-	const chunk = 1000
-	units := 0
-	now := s.cfg.Now()
-	for start := 0; start < len(holds); start += chunk {
-		part := holds[start:min(start+chunk, len(holds))]
-		ids := make([]string, len(part))
-		for i, h := range part {
-			ids[i] = h.ReservationID
-		}
-		states, err := s.cfg.Store.ReservationStates(ctx, sale.ID, ids)
-		if err != nil {
-			return units, err
-		}
-		for _, h := range part {
-			state, known := states[h.ReservationID]
-			switch {
-			case known && state.Live():
-				continue
-			case known && state == flashsale.ReservationVoided:
-				moved, err := s.cfg.Gate.Void(ctx, sale.ID, h, "reconcile")
-				if err != nil {
-					return units, err
-				}
-				if moved {
-					units += h.Quantity
-					s.cfg.Metrics.Restocked("reconcile", h.Quantity)
-				}
-			case known:
-				moved, err := s.cfg.Gate.Restock(ctx, sale.ID, h.ReservationID, "reconcile")
-				if err != nil {
-					return units, err
-				}
-				if moved {
-					units += h.Quantity
-					s.cfg.Metrics.Restocked("reconcile", h.Quantity)
-					s.cfg.Logger.Warn("reconciler finished an interrupted restock",
-						"sku", sale.SKU, "reservation", h.ReservationID, "state", state)
-				}
-			case now.Sub(h.CreatedAt) >= s.cfg.OrphanGrace:
-				tomb := &flashsale.Reservation{ID: h.ReservationID, SaleID: sale.ID, UserID: h.UserID,
-					Quantity: h.Quantity, State: flashsale.ReservationVoided, PaymentFingerprint: h.Instrument,
-					CreatedAt: h.CreatedAt, ExpiresAt: h.CreatedAt.Add(sale.Hold()), RestockedAt: now, Epoch: sale.Epoch}
-				inserted, err := s.cfg.Store.VoidReservation(ctx, tomb)
-				if err != nil {
-					return units, err
-				}
-				if !inserted {
-					// The record took the hold after all; leave it.
-					continue
-				}
-				moved, err := s.cfg.Gate.Void(ctx, sale.ID, h, "reconcile")
-				if err != nil {
-					return units, err
-				}
-				if moved {
-					units += h.Quantity
-					s.cfg.Metrics.Restocked("reconcile", h.Quantity)
-					s.cfg.Logger.Warn("reconciler voided a hold the record never took",
-						"sku", sale.SKU, "reservation", h.ReservationID)
-				}
-			}
-		}
-	}
-	return units, nil
+	return s.cfg.Restock.Reconcile(ctx, sale)
 }

@@ -3,7 +3,6 @@ package sweeper
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale/memory"
 	"github.com/flashsale/flashsale/postgres"
 	fsredis "github.com/flashsale/flashsale/redis"
+	"github.com/flashsale/flashsale/restock"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -26,10 +26,12 @@ func (s sales) Active(context.Context) ([]*flashsale.Sale, error) { return s, ni
 type rig struct {
 	name  string
 	store flashsale.Store
-	gate  flashsale.GateAdmin
+	gate  restock.Gate
 }
 
-func rigs(t *testing.T) []func(t *testing.T) rig {
+var rigNames = []string{"memory+sqlite", "redis+postgres"}
+
+func rigs() []func(t *testing.T) rig {
 	return []func(t *testing.T) rig{
 		func(t *testing.T) rig {
 			st, err := sqlite.Open(context.Background(), t.TempDir()+"/r.db")
@@ -49,6 +51,11 @@ func rigs(t *testing.T) []func(t *testing.T) rig {
 			return rig{"redis+postgres", st, fsredis.New(fsredis.Config{Client: client, Prefix: prefix})}
 		},
 	}
+}
+
+func (r rig) sweeper(s sales, now func() time.Time, batch int) *Sweeper {
+	return New(Config{Restock: restock.New(restock.Config{Record: r.store, Gate: r.gate, Now: now}),
+		Sales: s, Now: now, Batch: batch})
 }
 
 // holds makes n pending holds of one unit, through the gate then the
@@ -85,48 +92,35 @@ func newSale(t *testing.T, r rig, stock int) *flashsale.Sale {
 	return s
 }
 
-// TestSweepersKilledAtRandomPoints: five sweepers at once, each killed at a
-// random point between the record's claim and the gate's restock; then the
-// reconciler. Every expired hold comes back exactly once.
-func TestSweepersKilledAtRandomPoints(t *testing.T) {
-	for _, mk := range rigs(t) {
-		r := mk(t)
-		t.Run(r.name, func(t *testing.T) {
+// TestSweepersDrainEveryBatch: five sweepers at once, in batches far
+// smaller than the expired holds, give every expired hold back exactly
+// once, and stop when none is left.
+func TestSweepersDrainEveryBatch(t *testing.T) {
+	for i, mk := range rigs() {
+		t.Run(rigNames[i], func(t *testing.T) {
+			r := mk(t)
 			sale := newSale(t, r, 300)
 			holds(t, r, sale, 200)
+			now := func() time.Time { return t0.Add(2 * time.Second) }
 			var moved atomic.Int64
 			var wg sync.WaitGroup
-			for i := 0; i < 5; i++ {
-				rng := rand.New(rand.NewPCG(uint64(i), 7))
-				s := New(Config{Store: r.store, Gate: r.gate, Sales: sales{sale}, Now: func() time.Time { return t0.Add(2 * time.Second) },
-					Batch: 7, afterClaim: func(*flashsale.Reservation) bool { return rng.IntN(40) == 0 }})
+			for range 5 {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					for {
-						n, err := s.SweepOnce(context.Background())
-						moved.Add(int64(n))
-						if err == nil {
-							return // nothing more to claim
-						}
-						// Killed: a new incarnation starts over.
+					n, err := r.sweeper(sales{sale}, now, 7).SweepOnce(context.Background())
+					if err != nil {
+						t.Error(err)
 					}
+					moved.Add(int64(n))
 				}()
 			}
 			wg.Wait()
-			rec := New(Config{Store: r.store, Gate: r.gate, Sales: sales{sale}, Now: func() time.Time { return t0.Add(2 * time.Second) }})
-			fixed, err := rec.ReconcileAll(context.Background())
-			if err != nil {
-				t.Fatal(err)
+			if moved.Load() != 200 {
+				t.Fatalf("%s: sweepers moved %d units, want 200", r.name, moved.Load())
 			}
-			if again, _ := rec.ReconcileAll(context.Background()); again != 0 {
-				t.Fatalf("a second reconciliation moved %d more units", again)
-			}
-			if moved.Load()+int64(fixed) != 200 {
-				t.Fatalf("sweepers moved %d and the reconciler %d units, want 200 in all", moved.Load(), fixed)
-			}
-			if fixed == 0 {
-				t.Fatalf("no sweeper was killed between its steps; the test proved nothing")
+			if n, err := r.sweeper(sales{sale}, now, 7).SweepOnce(context.Background()); n != 0 || err != nil {
+				t.Fatalf("a sweep after all moved %d: %v", n, err)
 			}
 			snap, _ := r.gate.Snapshot(context.Background(), sale.ID)
 			totals, _ := r.store.SaleTotals(context.Background(), sale.ID)
@@ -137,42 +131,42 @@ func TestSweepersKilledAtRandomPoints(t *testing.T) {
 	}
 }
 
-// TestReconcilerVoidsOrphans: a hold the gate took but the record never
-// got is voided after the grace period — not before — and its units come
-// back once, while a live hold is left alone.
-func TestReconcilerVoidsOrphans(t *testing.T) {
-	for _, mk := range rigs(t) {
-		r := mk(t)
-		t.Run(r.name, func(t *testing.T) {
+// TestReconcileAllLooksAfterEverySale: a hold the gate took but the record
+// never got, in each of two sales, is voided after the grace period and its
+// units come back once, while live holds are left alone.
+func TestReconcileAllLooksAfterEverySale(t *testing.T) {
+	for i, mk := range rigs() {
+		t.Run(rigNames[i], func(t *testing.T) {
+			r := mk(t)
 			ctx := context.Background()
-			sale := newSale(t, r, 10)
-			holds(t, r, sale, 1)
-			out, err := r.gate.Reserve(ctx, flashsale.GateReserve{SaleID: sale.ID, ReservationID: "res_orphan", UserID: "ghost",
-				Quantity: 2, IdempotencyKey: "gk", RequestHash: "h", Epoch: 1, Now: t0})
-			if err != nil || out.Verdict != flashsale.VerdictWon {
-				t.Fatal(out, err)
+			var two sales
+			for range 2 {
+				sale := newSale(t, r, 10)
+				holds(t, r, sale, 1)
+				out, err := r.gate.Reserve(ctx, flashsale.GateReserve{SaleID: sale.ID, ReservationID: "res_orphan_" + sale.ID,
+					UserID: "ghost", Quantity: 2, IdempotencyKey: "gk", RequestHash: "h", Epoch: 1, Now: t0})
+				if err != nil || out.Verdict != flashsale.VerdictWon {
+					t.Fatal(out, err)
+				}
+				two = append(two, sale)
 			}
-			now := t0.Add(10 * time.Second)
-			s := New(Config{Store: r.store, Gate: r.gate, Sales: sales{sale}, Now: func() time.Time { return now }, OrphanGrace: 30 * time.Second})
-			if n, err := s.Reconcile(ctx, sale); err != nil || n != 0 {
+			at := t0.Add(10 * time.Second)
+			s := New(Config{Restock: restock.New(restock.Config{Record: r.store, Gate: r.gate, Now: func() time.Time { return at }}),
+				Sales: two, Now: func() time.Time { return at }})
+			if n, err := s.ReconcileAll(ctx); err != nil || n != 0 {
 				t.Fatalf("inside the grace: %d %v", n, err)
 			}
-			now = t0.Add(31 * time.Second)
-			if n, err := s.Reconcile(ctx, sale); err != nil || n != 2 {
+			at = t0.Add(31 * time.Second)
+			if n, err := s.ReconcileAll(ctx); err != nil || n != 4 {
 				t.Fatalf("after the grace: %d %v", n, err)
 			}
-			if n, _ := s.Reconcile(ctx, sale); n != 0 {
+			if n, _ := s.ReconcileAll(ctx); n != 0 {
 				t.Fatalf("again: %d", n)
 			}
-			states, _ := r.store.ReservationStates(ctx, sale.ID, []string{"res_orphan"})
-			if states["res_orphan"] != flashsale.ReservationVoided {
-				t.Fatalf("orphan state %q", states["res_orphan"])
-			}
-			if _, found, _ := r.gate.Lookup(ctx, sale.ID, "ghost", "gk"); found {
-				t.Fatal("the orphan's key still replays; a retry could never make a fresh attempt")
-			}
-			if snap, _ := r.gate.Snapshot(ctx, sale.ID); snap.Counter != 9 || snap.Held() != 1 {
-				t.Fatalf("snapshot %+v", snap)
+			for _, sale := range two {
+				if snap, _ := r.gate.Snapshot(ctx, sale.ID); snap.Counter != 9 || snap.Held() != 1 {
+					t.Fatalf("snapshot %+v", snap)
+				}
 			}
 		})
 	}

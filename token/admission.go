@@ -76,20 +76,22 @@ func (r *Keyring) VerifyAdmission(s string, now time.Time) (Admission, error) {
 	return a, nil
 }
 
-// AdmissionID returns the id of the admission of the shopper at position in
-// the sale's queue under the gate epoch: 32 hex digits of a SHA-256 over an
-// unambiguous encoding of the four (so ("ab", "c") and ("a", "bc") differ).
-// It is deterministic, so every status poll of an admitted shopper yields
-// admissions with the same id and the gate lets only one of them win. It is
-// keyed by nothing, so a key rotation does not mint a second spendable id
-// for the same place. Safe for concurrent use.
-func AdmissionID(saleID, userID string, position, epoch int64) string {
+// AdmissionID returns the id of the shopper's admission to the sale: 32 hex
+// digits of a SHA-256 over an unambiguous encoding of the two (so ("ab",
+// "c") and ("a", "bc") differ). It is the shopper's one turn in the sale: a
+// shopper has one place in a sale's queue, and the gate lets one admission
+// of that id win (see flashsale.Gate). It is deterministic and depends on
+// nothing else, so every admission handed to the shopper has the same id:
+// every status poll's; the one after an expired token; the one under a new
+// gate epoch after a rebuild; the one of a place given again by a queue
+// that lost its state (a restart, a Redis without persistence). None of
+// them is a fresh turn. It is keyed by nothing, so a key rotation does not
+// mint a second spendable id either. Safe for concurrent use.
+func AdmissionID(saleID, userID string) string {
 	b := make([]byte, 0, 64+len(saleID)+len(userID))
-	b = append(b, "flashsale admission id v1\x00"...)
+	b = append(b, "flashsale admission id v2\x00"...)
 	b = appendString(b, saleID)
 	b = appendString(b, userID)
-	b = appendVarint(b, position)
-	b = appendVarint(b, epoch)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }

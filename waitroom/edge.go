@@ -80,6 +80,15 @@ func (e *EdgeSnapshots) Start(ctx context.Context) {
 // Stop stops fetching.
 func (e *EdgeSnapshots) Stop() { e.loop.Stop() }
 
+// Fetched returns when the snapshots were last fetched from the origin
+// (zero before the first fetch): an edge that stops refreshing serves its
+// last figures until they are Stale, then turns shoppers away.
+func (e *EdgeSnapshots) Fetched() time.Time {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.fetched
+}
+
 // SnapshotsPath is the origin route edges fetch snapshots from.
 const SnapshotsPath = "/admin/edge/snapshots"
 

@@ -139,12 +139,14 @@ func (p *Pacer) Observe(saleID string, latency time.Duration, failed bool) {
 	p.mu.Unlock()
 }
 
-// PaceState is what the pacer last decided for a sale.
+// PaceState is what the pacer last decided for a sale, at its last tick
+// At (zero before the first).
 type PaceState struct {
 	Rate        float64
 	Outstanding int64
 	Capacity    int64
 	Healthy     bool
+	At          time.Time
 }
 
 // State returns the pacer's last decision for the sale.
@@ -155,7 +157,7 @@ func (p *Pacer) State(saleID string) (PaceState, bool) {
 	if !ok {
 		return PaceState{}, false
 	}
-	return PaceState{Rate: s.rate, Outstanding: s.outstanding, Capacity: s.capacity, Healthy: s.healthy}, true
+	return PaceState{Rate: s.rate, Outstanding: s.outstanding, Capacity: s.capacity, Healthy: s.healthy, At: s.last}, true
 }
 
 // Start runs TickOnce every Tick until Stop.
@@ -193,6 +195,10 @@ func (p *Pacer) TickOnce(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// paceFloor is the slowest the pacer admits when the purchase path
+// struggles: a fiftieth of the sale's rate, at least one a second.
+func paceFloor(ceiling float64) float64 { return math.Max(1, ceiling/50) }
+
 func (p *Pacer) tick(ctx context.Context, sale *flashsale.Sale) error {
 	now := p.cfg.Now()
 	q := p.cfg.Queue
@@ -220,7 +226,7 @@ func (p *Pacer) tick(ctx context.Context, sale *flashsale.Sale) error {
 	p.mu.Lock()
 	s := p.state(sale.ID)
 	ceiling := float64(sale.AdmissionPerSecond)
-	floor := math.Max(1, ceiling/50)
+	floor := paceFloor(ceiling)
 	dt := 0.0
 	if s.last.IsZero() {
 		// Start at half the ceiling: fast enough to fill the first holds,
@@ -229,7 +235,10 @@ func (p *Pacer) tick(ctx context.Context, sale *flashsale.Sale) error {
 		// The first tick admits one second's worth.
 		dt = 1
 	} else {
-		dt = now.Sub(s.last).Seconds()
+		// At most a second's worth: after a pause (or a lost lease, or a
+		// stalled loop) the time the pacer did not tick is not owed to
+		// the queue, which would otherwise be let in all at once.
+		dt = math.Min(1, now.Sub(s.last).Seconds())
 	}
 	s.last = now
 	o := s.obs

@@ -2,6 +2,7 @@ package waitroom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -197,11 +198,54 @@ func TestHammeringPollerFlaggedOnce(t *testing.T) {
 	room.cfg.Queue = fc
 	tok := keys.SignTicket(token.Ticket{UserID: "hammer", SaleID: "sale_fifo", Arrival: opens, Position: 5})
 	for range 500 {
-		if _, err := room.Status(ctx, "fifo", tok); err != nil {
+		if _, err := room.StatusFor(ctx, "fifo", tok, "hammer"); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if n := fc.flags.Load(); n != 1 {
 		t.Fatalf("%d writes to hold one shopper, want 1", n)
+	}
+}
+
+// TestCopiedTicketHoldsNoOne: polls of a ticket that carry no shopper JWT
+// (anyone with a copy can send them) never hold the ticket's shopper: past
+// the poll limits they are told 429 rate_limited with Retry-After, while
+// the shopper's own polls (bound to its JWT) are answered as before and
+// counted apart. A poll with another shopper's JWT is refused.
+func TestCopiedTicketHoldsNoOne(t *testing.T) {
+	ctx := context.Background()
+	room, q, keys := placesRig(t, 0)
+	fc := &flagCounter{Queue: q}
+	room.cfg.Queue = fc
+	tok := keys.SignTicket(token.Ticket{UserID: "victim", SaleID: "sale_fifo", Arrival: opens, Position: 5})
+	limited := 0
+	for range 500 {
+		_, err := room.Status(ctx, "fifo", tok)
+		switch {
+		case err == nil:
+		case flashsale.ErrorCode(err) == flashsale.CodeRateLimited:
+			var fe *flashsale.Error
+			if !errors.As(err, &fe) || fe.RetryAfter < time.Second {
+				t.Fatalf("429 without a Retry-After: %v", err)
+			}
+			limited++
+		default:
+			t.Fatal(err)
+		}
+	}
+	if n := fc.flags.Load(); n != 0 {
+		t.Fatalf("500 polls of a copy wrote %d holds of its shopper, want none", n)
+	}
+	if limited < 500-room.cfg.PollLimit {
+		t.Fatalf("%d of 500 anonymous polls told 429, want every one past the limits", limited)
+	}
+	if st, err := room.StatusFor(ctx, "fifo", tok, "victim"); err != nil || st.State == "" {
+		t.Fatalf("the shopper's own poll meanwhile: %+v %v", st, err)
+	}
+	if _, err := room.StatusFor(ctx, "fifo", tok, "mallory"); err != ErrNotYourTicket {
+		t.Fatalf("a poll with another shopper's JWT: %v, want ErrNotYourTicket", err)
+	}
+	if n := fc.flags.Load(); n != 0 {
+		t.Fatalf("%d holds written, want none", n)
 	}
 }

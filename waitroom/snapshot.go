@@ -37,8 +37,15 @@ type Snapshot struct {
 	Issued int64 `json:"issued"`
 	// AdmittedUpTo is the last admitted place (Everyone: all of them).
 	AdmittedUpTo int64 `json:"admittedUpTo"`
-	// Rate is the measured admissions a second, for honest estimates.
+	// Rate is the admissions a second the room measured while it had
+	// shoppers to admit, smoothed over about five seconds and starting
+	// from the planned rate (see measure); zero until five seconds of
+	// admissions have been measured, and for a sale that paces no one. Pace is the rate the pacer holds admissions to while the
+	// purchase path struggles, below the sale's admissionPerSecond; zero
+	// while it paces at the ceiling, or where this server does not pace
+	// the sale. Wait estimates come from both (Room.ahead).
 	Rate float64 `json:"rate"`
+	Pace float64 `json:"pace,omitempty"`
 	// Drawn, Seed (hex), Entrants and Winners describe a random or lottery
 	// sale's draw once it has run; the seed is revealed only then.
 	Drawn    bool   `json:"drawn"`
@@ -73,8 +80,12 @@ type SaleInfo struct {
 	AdmissionPerSecond   int                 `json:"admissionPerSecond"`
 	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
 	ChallengeBits        int                 `json:"challengeBits"`
+	RequireInstrument    bool                `json:"requireInstrument,omitempty"`
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
 	Epoch                int64               `json:"epoch"`
+	// Display travels to the edges with the sale, so that their GET
+	// /sale/{sku} publishes it too.
+	Display flashsale.Display `json:"display"`
 }
 
 // InfoOf returns the published part of a sale.
@@ -84,7 +95,7 @@ func InfoOf(s *flashsale.Sale) SaleInfo {
 		OpensAt: s.OpensAt, ClosesAt: s.ClosesAt, HoldSeconds: s.HoldSeconds, PerUserLimit: s.PerUserLimit,
 		Fairness: s.Fairness, RegistrationClosesAt: s.RegistrationClosesAt, AdmissionPerSecond: s.AdmissionPerSecond,
 		MinAccountAgeSeconds: s.MinAccountAgeSeconds, ChallengeBits: s.ChallengeBits, SeedCommitment: s.SeedCommitment,
-		Epoch: s.Epoch,
+		Epoch: s.Epoch, RequireInstrument: s.RequireInstrument, Display: s.Display,
 	}
 }
 
@@ -96,7 +107,7 @@ func (i SaleInfo) Sale() *flashsale.Sale {
 		OpensAt: i.OpensAt, ClosesAt: i.ClosesAt, HoldSeconds: i.HoldSeconds, PerUserLimit: i.PerUserLimit,
 		Fairness: i.Fairness, RegistrationClosesAt: i.RegistrationClosesAt, AdmissionPerSecond: i.AdmissionPerSecond,
 		MinAccountAgeSeconds: i.MinAccountAgeSeconds, ChallengeBits: i.ChallengeBits, SeedCommitment: i.SeedCommitment,
-		Epoch: i.Epoch,
+		Epoch: i.Epoch, RequireInstrument: i.RequireInstrument, Display: i.Display,
 	}
 }
 
@@ -137,7 +148,13 @@ type OriginSnapshots struct {
 		Draw(ctx context.Context, saleID string) (*flashsale.Draw, error)
 	}
 	Queue Queue
-	Now   func() time.Time
+	// Pacing, when set, is the pacer's last decision per sale (Pacer):
+	// while it holds admissions below the sale's rate, estimates say so at
+	// once, not after the measured rate has caught up.
+	Pacing interface {
+		State(saleID string) (PaceState, bool)
+	}
+	Now func() time.Time
 	// TTL is how stale a snapshot may be (default 100ms).
 	TTL time.Duration
 
@@ -153,10 +170,20 @@ type OriginSnapshots struct {
 	flight   singleflight.Group
 }
 
+// rateTrack measures how fast a sale's places are admitted, from one
+// snapshot to the next.
 type rateTrack struct {
 	at       time.Time
 	admitted int64
+	// counting: at the last sample the room was admitting (open, units
+	// left, shoppers waiting past the admitted places), so the admissions
+	// since measure its pace. Before the open, while paused or sold out,
+	// or with nobody left to admit, admissions stop for reasons that say
+	// nothing of the pace to come, and are not counted.
+	counting bool
+	// rate is the smoothed measure, over measured of admitting time.
 	rate     float64
+	measured time.Duration
 }
 
 func (o *OriginSnapshots) now() time.Time {
@@ -219,7 +246,7 @@ func (o *OriginSnapshots) Snapshot(ctx context.Context, sku string) (*Snapshot, 
 // now (a pause or a change shows at once, not after the TTL).
 func sameSale(info SaleInfo, s *flashsale.Sale) bool {
 	return info.State == s.State && info.Epoch == s.Epoch && info.AdmissionPerSecond == s.AdmissionPerSecond &&
-		info.ClosesAt.Equal(s.ClosesAt) && info.InitialStock == s.InitialStock
+		info.ClosesAt.Equal(s.ClosesAt) && info.InitialStock == s.InitialStock && info.Display == s.Display
 }
 
 // generations is a catalog that says when its sales may have changed
@@ -268,14 +295,34 @@ func (o *OriginSnapshots) build(ctx context.Context, sale *flashsale.Sale, gen u
 			snap.Entrants, snap.Winners = int64(d.Entrants), int64(d.Winners)
 		}
 	}
+	snap.Pace = o.pace(sale, now)
+	admitting := sale.StateAt(now) == flashsale.SaleOpen && g.Loaded && g.Counter > 0 && snap.Issued > snap.AdmittedUpTo
 	o.mu.Lock()
 	if o.rates == nil {
 		o.rates = map[string]rateTrack{}
 	}
-	snap.Rate = o.measure(sale, snap.AdmittedUpTo, now)
+	snap.Rate = o.measure(sale, snap, admitting, now)
 	o.cache.Store(sale.SKU, snap)
 	o.mu.Unlock()
 	return snap, nil
+}
+
+// paceFresh is how old the pacer's last tick may be for its decision to
+// count: older, and this server no longer paces the sale (or the sale is
+// not open).
+const paceFresh = 2 * time.Second
+
+// pace is the pacer's rate while it holds admissions below the sale's
+// own, or zero.
+func (o *OriginSnapshots) pace(sale *flashsale.Sale, now time.Time) float64 {
+	if o.Pacing == nil || sale.AdmissionPerSecond <= 0 {
+		return 0
+	}
+	p, ok := o.Pacing.State(sale.ID)
+	if !ok || p.Healthy || p.Rate <= 0 || p.Rate >= float64(sale.AdmissionPerSecond) || now.Sub(p.At) > paceFresh {
+		return 0
+	}
+	return p.Rate
 }
 
 // pendingTTL is how long a positive count of units held is reused: sold
@@ -313,24 +360,38 @@ func (o *OriginSnapshots) pending(ctx context.Context, saleID string, g flashsal
 	return units, nil
 }
 
-// measure tracks the admissions a second, smoothed, for wait estimates.
-// Called with o.mu held.
-func (o *OriginSnapshots) measure(sale *flashsale.Sale, admitted int64, now time.Time) float64 {
-	if admitted == Everyone {
+// rateWindow is about how long the measured rate takes to follow a
+// change of pace.
+const rateWindow = 5 * time.Second
+
+// measure tracks the admissions a second while the room is admitting
+// (see rateTrack.counting), for wait estimates. It starts from the
+// planned rate (the pacer's, or the sale's), so that the measure takes
+// over from the plan as admissions are seen rather than from nothing: a
+// sale's first seconds, or a sale created an hour before its open and
+// polled all along, are estimated from what the room will admit, never
+// from a rate that decayed while nothing could be admitted. Called with
+// o.mu held.
+func (o *OriginSnapshots) measure(sale *flashsale.Sale, snap *Snapshot, admitting bool, now time.Time) float64 {
+	if snap.AdmittedUpTo == Everyone {
 		return 0
 	}
-	r, ok := o.rates[sale.ID]
-	if ok && now.After(r.at) {
-		dt := now.Sub(r.at).Seconds()
-		inst := float64(admitted-r.admitted) / dt
-		// Smooth over about five seconds.
-		alpha := math.Min(1, dt/5)
-		r.rate += alpha * (inst - r.rate)
-	} else if !ok {
-		r.rate = float64(sale.AdmissionPerSecond)
+	r := o.rates[sale.ID]
+	if r.measured == 0 {
+		r.rate = planned(snap)
 	}
-	r.at, r.admitted = now, admitted
+	if r.counting && now.After(r.at) && snap.AdmittedUpTo >= r.admitted {
+		dt := now.Sub(r.at)
+		inst := float64(snap.AdmittedUpTo-r.admitted) / dt.Seconds()
+		alpha := math.Min(1, dt.Seconds()/rateWindow.Seconds())
+		r.rate += alpha * (inst - r.rate)
+		r.measured += dt
+	}
+	r.at, r.admitted, r.counting = now, snap.AdmittedUpTo, admitting
 	o.rates[sale.ID] = r
+	if r.measured < rateWindow {
+		return 0 // not measured yet: estimates come from the plan
+	}
 	return r.rate
 }
 

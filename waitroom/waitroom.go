@@ -60,9 +60,14 @@ type Room struct {
 
 	mu     sync.Mutex
 	claims map[string]*claimSet
-	polls  *window.Pace
-	fails  *window.Counter
-	places *places
+	// polls and fails count what only the holder of the shopper's JWT can
+	// send (polls and answers that carry it): they decide the automation
+	// hold. anonPolls and anonFails count, apart, what anyone holding a
+	// copy of the ticket can send: past the same limits those are told
+	// 429, and hold no one (see StatusFor).
+	polls, anonPolls *window.Pace
+	fails, anonFails *window.Counter
+	places           *places
 }
 
 // New returns a Room.
@@ -89,7 +94,8 @@ func New(cfg Config) *Room {
 		cfg.PlaceCache = 1 << 19
 	}
 	return &Room{cfg: cfg, claims: map[string]*claimSet{}, places: newPlaces(cfg.PlaceCache),
-		polls: window.NewPace(cfg.PollWindow), fails: window.New(time.Hour)}
+		polls: window.NewPace(cfg.PollWindow), fails: window.New(time.Hour),
+		anonPolls: window.NewPace(cfg.PollWindow), anonFails: window.New(time.Hour)}
 }
 
 // AutomationPolicy is the published policy on suspected automation, given
@@ -135,7 +141,8 @@ const (
 // Status is the answer to a poll.
 type Status struct {
 	State State
-	// OpensAt, for StateScheduled.
+	// OpensAt, for StateScheduled, and Position, the place the shopper
+	// will have at the open (zero until a draw gives it).
 	OpensAt time.Time
 	// Position is the places ahead plus one and EstimatedWait a
 	// conservative estimate, for StateWaiting; UnitsLeft and Chance give
@@ -355,8 +362,36 @@ func eligible(sale *flashsale.Sale, accountCreated, now time.Time) error {
 var ErrInvalidTicket = &flashsale.Error{Code: flashsale.CodeInvalidToken,
 	Message: "The waiting-room token is not valid for this sale; ask for a new ticket."}
 
-// Status answers a poll from the shopper's ticket token.
+// ErrNotYourTicket: a poll or an answer carried a shopper JWT of another
+// shopper than the ticket's.
+var ErrNotYourTicket = &flashsale.Error{Code: flashsale.CodeInvalidToken,
+	Message: "This waiting-room ticket is another shopper's; ask for your own."}
+
+// errPollingTooFast answers a poll, not bound to the shopper's JWT, of a
+// ticket polled faster than the room asks.
+func errPollingTooFast(retry time.Duration) error {
+	return &flashsale.Error{Code: flashsale.CodeRateLimited, RetryAfter: max(retry, time.Second),
+		Message: "This ticket is polled faster than the waiting room asks; poll when told, with your sign-in (Authorization), and your place is kept."}
+}
+
+// Status answers a poll from the shopper's ticket token that carried no
+// shopper JWT: StatusFor(ctx, sku, ticketToken, "").
 func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, error) {
+	return r.StatusFor(ctx, sku, ticketToken, "")
+}
+
+// StatusFor answers a poll from the shopper's ticket token. userID is the
+// user of the verified shopper JWT the poll carried, or "" for a poll that
+// carried none; a JWT of another user than the ticket's is ErrNotYourTicket.
+//
+// A ticket is no weapon in another's hands: it travels in URLs, logs and
+// referrers, and anyone holding a copy can poll it. So only polls bound to
+// the shopper's JWT count towards the automation hold (polling faster than
+// asked holds the shopper quietly); polls of the ticket alone are counted
+// apart, and past the same limits are answered 429 rate_limited, which
+// slows the copy's holder and holds no one. An admission handed to a copy
+// is useless to anyone else: the reserve checks it against the JWT's user.
+func (r *Room) StatusFor(ctx context.Context, sku, ticketToken, userID string) (Status, error) {
 	snap, err := r.Sale(ctx, sku)
 	if err != nil {
 		return Status{}, err
@@ -365,10 +400,20 @@ func (r *Room) Status(ctx context.Context, sku, ticketToken string) (Status, err
 	if err != nil || t.SaleID != snap.Sale.ID {
 		return Status{}, ErrInvalidTicket
 	}
+	if userID != "" && userID != t.UserID {
+		return Status{}, ErrNotYourTicket
+	}
 	now := r.cfg.Now()
 	st, _, err := r.status(ctx, snap, t, now)
 	if err != nil {
 		return st, err
+	}
+	if userID == "" {
+		n, early, _ := r.anonPolls.Observe(snap.Sale.ID, t.UserID, now, st.RetryAfter)
+		if n > r.cfg.PollLimit || early > r.cfg.EarlyLimit {
+			return Status{}, errPollingTooFast(st.RetryAfter)
+		}
+		return st, nil
 	}
 	// Flagged once, as the shopper crosses a limit (again in a later
 	// window if it keeps on): a write per poll of a client hammering the
@@ -414,8 +459,10 @@ func (r *Room) status(ctx context.Context, snap *Snapshot, t token.Ticket, now t
 		return st, false, nil
 	}
 	if now.Before(sale.OpensAt) {
-		_, wait := r.ahead(snap, t.Position, now)
-		st.State, st.OpensAt, st.RetryAfter = StateScheduled, sale.OpensAt, pollAfter(wait)
+		// The place is shown before the open too (zero while a draw has
+		// yet to give it).
+		ahead, wait := r.ahead(snap, t.Position, now)
+		st.State, st.OpensAt, st.Position, st.RetryAfter = StateScheduled, sale.OpensAt, ahead, pollAfter(wait)
 		return st, false, nil
 	}
 	if !snap.Loaded {
@@ -490,7 +537,7 @@ func (r *Room) admit(ctx context.Context, snap *Snapshot, t token.Ticket, now ti
 	adm := token.Admission{
 		UserID:  t.UserID,
 		SaleID:  snap.Sale.ID,
-		ID:      token.AdmissionID(snap.Sale.ID, t.UserID, t.Position, snap.Epoch),
+		ID:      token.AdmissionID(snap.Sale.ID, t.UserID),
 		Expires: now.Add(r.cfg.AdmissionTTL),
 		Epoch:   snap.Epoch,
 	}
@@ -504,10 +551,20 @@ func (r *Room) admit(ctx context.Context, snap *Snapshot, t token.Ticket, now ti
 var ErrNotAdmitted = &flashsale.Error{Code: "not_admitted",
 	Message: "Your place has not come up; keep polling your status.", RetryAfter: time.Second}
 
-// Admission takes the shopper's solved proof of work and, if it holds and
-// the place is still admitted, returns the admission token (contract:
-// POST /sale/{sku}/admission). A wrong nonce does not spend the salt.
+// Admission takes a solved proof of work that carried no shopper JWT:
+// AdmissionFor(ctx, sku, ticketToken, salt, nonce, "").
 func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce string) (Status, error) {
+	return r.AdmissionFor(ctx, sku, ticketToken, salt, nonce, "")
+}
+
+// AdmissionFor takes the shopper's solved proof of work and, if it holds
+// and the place is still admitted, returns the admission token (contract:
+// POST /sale/{sku}/admission). A wrong nonce does not spend the salt.
+// userID is the user of the verified shopper JWT the request carried, or
+// "": as for StatusFor, only wrong answers bound to the shopper's JWT count
+// towards the automation hold; those of the ticket alone, past the same
+// limit, are answered 429 rate_limited.
+func (r *Room) AdmissionFor(ctx context.Context, sku, ticketToken, salt, nonce, userID string) (Status, error) {
 	snap, err := r.Sale(ctx, sku)
 	if err != nil {
 		return Status{}, err
@@ -515,6 +572,9 @@ func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce stri
 	t, err := r.cfg.Tokens.VerifyTicket(ticketToken)
 	if err != nil || t.SaleID != snap.Sale.ID {
 		return Status{}, ErrInvalidTicket
+	}
+	if userID != "" && userID != t.UserID {
+		return Status{}, ErrNotYourTicket
 	}
 	now := r.cfg.Now()
 	st, admitted, err := r.status(ctx, snap, t, now)
@@ -544,7 +604,12 @@ func (r *Room) Admission(ctx context.Context, sku, ticketToken, salt, nonce stri
 		if !errors.Is(err, challenge.ErrFailed) {
 			return Status{}, err
 		}
-		if r.fails.Add(snap.Sale.ID, t.UserID, now) == r.cfg.FailLimit+1 {
+		if userID == "" {
+			if r.anonFails.Add(snap.Sale.ID, t.UserID, now) > r.cfg.FailLimit {
+				return Status{}, &flashsale.Error{Code: flashsale.CodeRateLimited, RetryAfter: time.Minute,
+					Message: "Too many wrong answers for this ticket; answer with your sign-in (Authorization)."}
+			}
+		} else if r.fails.Add(snap.Sale.ID, t.UserID, now) == r.cfg.FailLimit+1 {
 			r.flag(ctx, snap.Sale.ID, t.UserID, "failed the admission challenge repeatedly")
 		}
 		return Status{}, &flashsale.Error{Code: flashsale.CodeChallengeFailed, Message: err.Error()}
@@ -569,6 +634,11 @@ func chance(ahead int64, snap *Snapshot) string {
 	return ChanceUnlikely
 }
 
+// WaitMargin is the published margin of wait estimates: a quarter more
+// than the rate promises, so that shoppers are told too long rather than
+// too short, and never much too long.
+const WaitMargin = 1.25
+
 // ahead returns how many places are ahead of position plus one (0 once
 // admitted) and a conservative estimate of the wait.
 func (r *Room) ahead(snap *Snapshot, position int64, now time.Time) (int64, time.Duration) {
@@ -592,17 +662,38 @@ func (r *Room) ahead(snap *Snapshot, position int64, now time.Time) (int64, time
 	}
 	ahead := position - upTo
 	wait := untilOpen
-	rate := snap.Rate
-	if rate <= 0 || untilOpen > 0 {
-		rate = float64(sale.AdmissionPerSecond)
-	}
-	if rate > 0 {
-		// Conservative: a quarter more than the measured rate promises, so
-		// shoppers are told too long rather than too short.
-		secs := float64(ahead) / rate * 1.25
+	if rate := admissionRate(snap, untilOpen > 0); rate > 0 {
+		secs := float64(ahead) / rate * WaitMargin
 		wait += time.Duration(math.Ceil(secs)) * time.Second
 	}
 	return ahead, wait
+}
+
+// admissionRate is the rate a wait is estimated at: what the room will
+// admit (planned), or, once the sale is open, the measured rate where it
+// is clearly slower (the stock holding admissions back); never under the
+// pacer's own floor, a fiftieth of the sale's rate, so that a room that
+// admitted nobody for a while does not promise a shopper days. A measure
+// within a tenth of the plan is the plan, seen through the pacer's ticks.
+func admissionRate(snap *Snapshot, beforeOpen bool) float64 {
+	rate := planned(snap)
+	if rate <= 0 {
+		return 0
+	}
+	if !beforeOpen && snap.Rate > 0 && snap.Rate < 0.9*rate {
+		rate = snap.Rate
+	}
+	return math.Max(rate, paceFloor(float64(snap.Sale.AdmissionPerSecond)))
+}
+
+// planned is the rate the room will admit at: the pacer's while it holds
+// admissions back, else the sale's admissionPerSecond.
+func planned(snap *Snapshot) float64 {
+	ceiling := float64(snap.Sale.AdmissionPerSecond)
+	if snap.Pace > 0 && snap.Pace < ceiling {
+		return snap.Pace
+	}
+	return ceiling
 }
 
 // farBehind is how often a shopper is asked to poll while sold out is not

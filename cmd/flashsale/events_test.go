@@ -36,8 +36,12 @@ func TestOrderAndOutboxCommands(t *testing.T) {
 	}
 	orderID := conf["orderId"].(string)
 
-	if out := cli(t, "order", "list", "cli-tee", "--server", base); !strings.Contains(out, orderID) || !strings.Contains(out, `"version": 1`) {
+	if out := cli(t, "order", "list", "cli-tee", "--server", base); !strings.HasPrefix(out, "ORDER") || !strings.Contains(out, orderID) ||
+		!strings.Contains(out, "confirmed") {
 		t.Fatalf("order list printed:\n%s", out)
+	}
+	if out := cli(t, "order", "list", "cli-tee", "--server", base, "-o", "json"); !strings.Contains(out, orderID) || !strings.Contains(out, `"version": 1`) {
+		t.Fatalf("order list -o json printed:\n%s", out)
 	}
 	var o, e syncBuffer
 	err := run(context.Background(), []string{"order", "cancel", orderID, "--server", base, "--version", "7"}, env(nil), &o, &e)
@@ -54,6 +58,22 @@ func TestOrderAndOutboxCommands(t *testing.T) {
 	}
 	if out := cli(t, "sale", "show", "cli-tee", "--server", base); !strings.Contains(out, `"counter": 2`) {
 		t.Fatalf("the cancelled order's unit did not come back:\n%s", out)
+	}
+
+	// Another order, shipped, then refunded.
+	jwt2 := strings.TrimSpace(cli(t, "token", "--user", "erin"))
+	auth2 := map[string]string{"Authorization": "Bearer " + jwt2}
+	_, tk = call(t, "GET", base+"/sale/cli-tee/ticket", auth2, "")
+	_, st = call(t, "GET", base+"/sale/cli-tee/status?token="+tk["token"].(string), nil, "")
+	_, res = call(t, "POST", base+"/sale/cli-tee/reserve", map[string]string{"Authorization": "Bearer " + jwt2,
+		"X-Admission-Token": st["admissionToken"].(string), "Idempotency-Key": "k2"}, "")
+	_, conf = call(t, "POST", base+"/reservations/"+res["reservationId"].(string)+"/confirm", auth2, `{"paymentRef":"pay-2"}`)
+	second := conf["orderId"].(string)
+	if out := cli(t, "order", "ship", second, "--server", base, "--version", "1"); !strings.Contains(out, `"state": "shipped"`) {
+		t.Fatalf("order ship printed:\n%s", out)
+	}
+	if out := cli(t, "order", "refund", second, "--server", base, "--version", "2", "--reason", "returned"); !strings.Contains(out, `"state": "refunded"`) {
+		t.Fatalf("order refund printed:\n%s", out)
 	}
 
 	// The relay publishes to the log sink: every event of the sale is
@@ -103,8 +123,11 @@ func TestOrderAndOutboxCommands(t *testing.T) {
 	if ok, err := st2.BuryEvent(t.Context(), "tok", ev.ID, time.Now(), "HTTP 410 from the receiver"); err != nil || !ok {
 		t.Fatalf("bury: %v, %v", ok, err)
 	}
-	if out := cli(t, "outbox", "dead", "--server", base); !strings.Contains(out, ev.ID) || !strings.Contains(out, "HTTP 410") {
+	if out := cli(t, "outbox", "dead", "--server", base); !strings.HasPrefix(out, "EVENT") || !strings.Contains(out, ev.ID) || !strings.Contains(out, "HTTP 410") {
 		t.Fatalf("outbox dead printed:\n%s", out)
+	}
+	if out := cli(t, "outbox", "dead", "--server", base, "-o", "json"); !strings.Contains(out, `"eventId": "`+ev.ID+`"`) {
+		t.Fatalf("outbox dead -o json printed:\n%s", out)
 	}
 	if out := cli(t, "outbox", "stats", "--server", base); !strings.Contains(out, `"dead": 1`) {
 		t.Fatalf("outbox stats printed:\n%s", out)

@@ -128,8 +128,11 @@ func TestServeSaleAndShutdown(t *testing.T) {
 	dir := t.TempDir()
 	base, stop := startServer(t, dir)
 
-	out := cli(t, "sale", "create", "--server", base, "--sku", "cli-shoe", "--stock", "3", "--opens-at", "+0s", "--hold-seconds", "600")
-	if !strings.Contains(out, `"sku": "cli-shoe"`) || !strings.Contains(out, `"initialStock": 3`) {
+	out := cli(t, "sale", "create", "--server", base, "--sku", "cli-shoe", "--stock", "3", "--opens-at", "+0s", "--hold-seconds", "600",
+		"--title", "Cli shoe", "--brand-color", "#112233", "--shop-url", "https://shop.example.com/")
+	if !strings.Contains(out, `"sku": "cli-shoe"`) || !strings.Contains(out, `"initialStock": 3`) ||
+		!strings.Contains(out, `"title": "Cli shoe"`) || !strings.Contains(out, `"brandColor": "#112233"`) ||
+		!strings.Contains(out, `"shopUrl": "https://shop.example.com/"`) {
 		t.Fatalf("create printed:\n%s", out)
 	}
 	if out := cli(t, "sale", "list", "--server", base); !strings.Contains(out, "cli-shoe") || !strings.Contains(out, "SKU") {
@@ -186,6 +189,16 @@ func TestTokenCommand(t *testing.T) {
 	if err != nil || sh.UserID != "bob" || time.Since(sh.AccountCreated) < 47*time.Hour {
 		t.Fatalf("token verifies as %+v, %v", sh, err)
 	}
+	if sh.Instrument != "" {
+		t.Fatalf("a token without --pmf carries an instrument: %+v", sh)
+	}
+	// --pmf: the payment instrument, as the store would vouch for it.
+	if sh, err := v.Verify(strings.TrimSpace(cli(t, "token", "--user", "bob", "--pmf", "card-42")), time.Now()); err != nil || sh.Instrument != "card-42" {
+		t.Fatalf("token --pmf verifies as %+v, %v", sh, err)
+	}
+	if err := run(context.Background(), []string{"token", "--user", "bob", "--pmf", "not a card"}, env(nil), io.Discard, io.Discard); err == nil {
+		t.Fatal("token --pmf with a space minted a token the server refuses")
+	}
 	// The same secret the server is given through its environment.
 	var o, e bytes.Buffer
 	if err := run(context.Background(), []string{"token", "--user", "carol"}, env(map[string]string{"FLASHSALE_USER_JWT_SECRET": "s3cret-s3cret"}), &o, &e); err != nil {
@@ -197,10 +210,12 @@ func TestTokenCommand(t *testing.T) {
 	}
 }
 
+// TestUsageErrors: a command line of the wrong shape is exit status 2. (A
+// flag's value that is wrong is a configuration error, status 1: see
+// TestStartFailsClearly.)
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{{}, {"nope"}, {"token"}, {"serve", "--addr"}, {"sale", "explode"}, {"sale", "show"},
-		{"serve", "--max-in-flight", "-2"}, {"serve", "--sale-max-in-flight", "-1"}, {"serve", "--in-flight-wait", "-1s"},
-		{"serve", "--background-max-conns", "0"}} {
+		{"serve", "--no-such-flag"}, {"serve", "stray"}} {
 		var o, e bytes.Buffer
 		err := run(context.Background(), args, env(nil), &o, &e)
 		if err == nil || exitCode(err) != 2 {
@@ -397,5 +412,40 @@ func TestServeDebugAddr(t *testing.T) {
 	}
 	if _, body := get(debug + "/debug/pprof/"); strings.Contains(body, "admin-secret-4711") {
 		t.Error("the profiles' index shows the admin token")
+	}
+}
+
+// TestServeInstrumentFlags: --instrument-claim names the claim the limits
+// count (flashsale token --pmf --instrument-claim mints it), and the
+// body's paymentFingerprint counts only with --trust-client-instrument.
+func TestServeInstrumentFlags(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		token func(user string) string
+		body  string
+	}{
+		{[]string{"--instrument-claim", "card_fp"}, func(user string) string {
+			return strings.TrimSpace(cli(t, "token", "--user", user, "--pmf", "card-1", "--instrument-claim", "card_fp"))
+		}, ""},
+		{[]string{"--trust-client-instrument"}, func(user string) string {
+			return strings.TrimSpace(cli(t, "token", "--user", user))
+		}, `{"paymentFingerprint":"card-1"}`},
+	} {
+		t.Run(tc.flags[0], func(t *testing.T) {
+			base, _ := startServer(t, t.TempDir(), tc.flags...)
+			cli(t, "sale", "create", "--server", base, "--sku", "card-sale", "--stock", "5", "--opens-at", "+0s")
+			codes := []int{}
+			for _, user := range []string{"ann", "ben"} {
+				auth := map[string]string{"Authorization": "Bearer " + tc.token(user)}
+				_, tk := call(t, "GET", base+"/sale/card-sale/ticket", auth, "")
+				_, st := call(t, "GET", base+"/sale/card-sale/status", map[string]string{"X-Ticket": tk["token"].(string)}, "")
+				auth["X-Admission-Token"], auth["Idempotency-Key"] = st["admissionToken"].(string), "k"
+				code, _ := call(t, "POST", base+"/sale/card-sale/reserve", auth, tc.body)
+				codes = append(codes, code)
+			}
+			if codes[0] != 201 || codes[1] != 409 {
+				t.Fatalf("two accounts on one card: %v, want 201 then 409", codes)
+			}
+		})
 	}
 }

@@ -3,21 +3,19 @@ package main
 import (
 	"cmp"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"runtime/debug"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/rehearsal"
 )
 
-const rehearseUsage = `Usage: flashsale rehearse --users N --units M [flags]
-
-Runs a whole sale with N synthetic shoppers who follow the real client
+const rehearseAbout = `Runs a whole sale with N synthetic shoppers who follow the real client
 protocol (ticket, jittered polling, the proof of work, reserve, confirm;
 some pay late, some fail payment, some walk away so that holds expire;
 --bots of them automation), and prints the funnel: what each layer turned
@@ -26,15 +24,10 @@ away, what was sold, and the oversold count checked against the record.
 Without --target it runs in process on the embedded default (or on
 --redis-url/--database-url), its clock compressed: the sale's minutes take
 seconds, every real code path runs. With --target it drives a running
-server over HTTP in real time.
-
-Flags:
-`
+server over HTTP in real time.`
 
 func rehearse(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("rehearse", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, rehearseUsage); fs.PrintDefaults() }
+	fs := newFlags(command{name: "rehearse", args: "--users N --units M [flags]", about: rehearseAbout}, stdout)
 	var cfg rehearsal.Config
 	var fairness, report string
 	var quiet bool
@@ -44,6 +37,7 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&cfg.Edge, "edge", "", "with --target: base URL of an edge (serve --role edge) that answers the waiting room's routes, the target being its origin")
 	fs.StringVar(&cfg.AdminToken, "admin-token", getenv("FLASHSALE_ADMIN_TOKEN"), "the target's admin token")
 	fs.StringVar(&cfg.UserJWTSecret, "user-jwt-secret", getenv("FLASHSALE_USER_JWT_SECRET"), "HS256 secret the target verifies shopper JWTs with (empty: the development key)")
+	fs.StringVar(&cfg.InstrumentClaim, "instrument-claim", getenv("FLASHSALE_INSTRUMENT_CLAIM"), "the JWT claim the target reads the payment instrument from (its --instrument-claim; empty: pmf)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 256, "requests in flight against the target")
 	fs.Float64Var(&cfg.Bots, "bots", 0, "share of the crowd that is automation (0 to 1)")
 	fs.Float64Var(&cfg.PayFail, "pay-fail", 0.05, "share of winners whose payment fails (they cancel)")
@@ -70,11 +64,11 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 	memLimit := fs.Int("memory-limit-mib", 930, "a soft limit on the process's heap, in MiB (Go's GC works harder near it; 0: none), so that a rehearsal of millions stays inside a laptop's gigabyte")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rehearsal to this file (go tool pprof)")
 	heapProfile := fs.String("memprofile", "", "in process: write a heap profile, taken once the crowd has arrived, to this file")
-	if err := fs.Parse(args); err != nil {
+	if err := parseQuiet(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return usageError{fmt.Sprintf("rehearse takes no arguments, got %q", fs.Args())}
+		return usageError{fmt.Sprintf("rehearse: unexpected arguments: %s", strings.Join(fs.Args(), " "))}
 	}
 	if *probeSKU != "" {
 		return rehearsal.Probe(ctx, cfg, *probeSKU, os.Stdin, stdout)
@@ -128,8 +122,8 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 		}
 		fmt.Fprintf(stdout, "\nReport written to %s\n", report)
 	}
-	if rep.Oversold > 0 {
-		return fmt.Errorf("oversold by %d units", rep.Oversold)
+	if pass, why := rep.Verdict(); !pass {
+		return fmt.Errorf("the rehearsal failed: %s", why)
 	}
 	return nil
 }
@@ -147,6 +141,9 @@ func probeInChild(cfg *rehearsal.Config) {
 	argv := []string{exe, "rehearse", "--target", cfg.Target}
 	if cfg.Edge != "" {
 		argv = append(argv, "--edge", cfg.Edge)
+	}
+	if cfg.InstrumentClaim != "" {
+		argv = append(argv, "--instrument-claim", cfg.InstrumentClaim)
 	}
 	cfg.ProbeCommand = append(argv, "--no-progress", "--probe-sku")
 	if cfg.UserJWTSecret != "" {

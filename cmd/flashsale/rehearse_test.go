@@ -25,7 +25,7 @@ func TestRehearseCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, o.String())
 		}
 	}
-	if !strings.Contains(e.String(), "shoppers answered") {
+	if !strings.Contains(e.String(), "shoppers done") || !strings.Contains(e.String(), "admitted/s") {
 		t.Errorf("no progress line on stderr: %q", e.String())
 	}
 	page, err := os.ReadFile(report)

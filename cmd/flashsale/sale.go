@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,18 +18,54 @@ import (
 
 const saleUsage = `Usage:
   flashsale sale create --sku SKU --stock N [--opens-at RFC3339|+DURATION] [flags]
-  flashsale sale list
+  flashsale sale list [-o table|json]
   flashsale sale show SKU
+  flashsale sale update SKU [--rate N] [--closes-at T] [--name TEXT] [flags] [--retry]
+  flashsale sale watch SKU              the sale live, redrawn every second (Ctrl-C ends it)
   flashsale sale pause SKU [--reason TEXT]
   flashsale sale resume SKU
   flashsale sale rebuild SKU
   flashsale sale audit SKU [--cancel]   orders matching automation patterns; --cancel
                                         cancels those the published policy cancels
-  flashsale sale counter-log SKU [--limit N]   the gate's log of counter changes
+  flashsale sale counter-log SKU [--limit N] [-o table|json]
+                                        the gate's log of counter changes
 
 Every subcommand takes --server (FLASHSALE_SERVER, default http://127.0.0.1:8080)
-and --admin-token (FLASHSALE_ADMIN_TOKEN).
+and --admin-token (FLASHSALE_ADMIN_TOKEN); "flashsale sale SUBCOMMAND --help"
+lists its flags.
 `
+
+// saleCommands describes each subcommand for its --help.
+var saleCommands = map[string]command{
+	"create": {name: "sale create", args: "--sku SKU --stock N [flags]",
+		about: "Creates a sale. It opens at --opens-at (now by default: a time in the past opens it at once)."},
+	"list": {name: "sale list", args: "[-o table|json]", about: "Lists the sales with their live figures."},
+	"show": {name: "sale show", args: "SKU", about: "Prints the sale with its live figures, as JSON."},
+	"update": {name: "sale update", args: "SKU [--rate N] [--closes-at T] [--name TEXT] [flags]",
+		about: "Changes the sale: only the flags given. The sale's version is read first and the change is made\n" +
+			"only if nobody changed the sale meanwhile; --retry reads it again and repeats the change if someone did."},
+	"watch": {name: "sale watch", args: "SKU [--plain]",
+		about: "Shows the sale live, from the server's feed (GET /admin/sales/SKU/live), redrawn every second:\n" +
+			"units left with a bar, the rates, the invariant, pacing. Ctrl-C ends it. When standard output is\n" +
+			"not a terminal (or with --plain) it prints one line a second instead."},
+	"pause":  {name: "sale pause", args: "SKU [--reason TEXT]", about: "Pauses the sale: reserves are refused until it is resumed."},
+	"resume": {name: "sale resume", args: "SKU", about: "Resumes a paused sale."},
+	"rebuild": {name: "sale rebuild", args: "SKU",
+		about: "Rebuilds a paused sale's counter from the record (initial - confirmed - pending); the sale stays paused."},
+	"audit": {name: "sale audit", args: "SKU [--cancel]",
+		about: "Lists the orders that match automation patterns; --cancel cancels those the published policy cancels."},
+	"counter-log": {name: "sale counter-log", args: "SKU [--limit N] [-o table|json]",
+		about: "Lists the gate's log of the counter's changes, newest first."},
+}
+
+// saleFields names the create and update flags after the API's fields,
+// for the server's messages.
+var saleFields = apiFields{
+	"initialStock": "stock", "opensAt": "opens-at", "closesAt": "closes-at", "holdSeconds": "hold-seconds",
+	"perUserLimit": "per-user-limit", "fairness": "fairness", "registrationClosesAt": "registration-closes-at",
+	"admissionPerSecond": "rate", "minAccountAgeSeconds": "min-account-age", "challengeBits": "challenge-bits",
+	"shards": "shards", "sku": "sku", "name": "name",
+}
 
 // saleCmd drives the operator routes of a running server.
 func saleCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -36,16 +73,27 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 		fmt.Fprint(stderr, saleUsage)
 		return usageError{"sale: no subcommand given"}
 	}
+	if isHelp(args) {
+		fmt.Fprint(stdout, saleUsage)
+		return nil
+	}
 	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("sale "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	c, ok := saleCommands[sub]
+	if !ok {
+		fmt.Fprint(stderr, saleUsage)
+		return usageError{fmt.Sprintf("sale: unknown subcommand %q", sub)}
+	}
+	fs := newFlags(c, stdout)
 	server := fs.String("server", "http://127.0.0.1:8080", "address of the flashsale server")
 	adminToken := fs.String("admin-token", "", "bearer token for /admin/ routes")
 	var (
-		sku, name, opensAt, closesAt, fairness, reason, regClosesAt *string
-		stock, hold, perUser, rate, challenge, shards, limit        *int
-		minAge                                                      *time.Duration
-		cancelOrders                                                *bool
+		sku, name, opensAt, closesAt, reason, regClosesAt *string
+		stock, hold, perUser, rate, challenge, shards     *int
+		limit                                             *int
+		minAge                                            *time.Duration
+		cancelOrders, retry, plain                        *bool
+		fairness, output                                  *choice
+		display                                           map[string]*string
 	)
 	switch sub {
 	case "create":
@@ -56,62 +104,109 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 		closesAt = fs.String("closes-at", "", "when it closes: RFC 3339, or +DURATION from now")
 		hold = fs.Int("hold-seconds", 600, "how long a reservation holds its units")
 		perUser = fs.Int("per-user-limit", 1, "units one shopper may buy")
-		fairness = fs.String("fairness", "fifo", "fifo, random or lottery")
+		fairness = &choice{value: "fifo", choices: []string{"fifo", "random", "lottery"}}
+		fs.Var(fairness, "fairness", "fifo, random or lottery")
 		regClosesAt = fs.String("registration-closes-at", "", "lottery: when registration closes")
-		rate = fs.Int("admission-per-second", 0, "waiting-room admissions a second (0: everyone at the open)")
+		rate = fs.Int("rate", 0, "waiting-room admissions a second (0: everyone at the open)")
+		fs.IntVar(rate, "admission-per-second", 0, "same as --rate")
 		minAge = fs.Duration("min-account-age", 0, "minimum account age, e.g. 720h")
 		challenge = fs.Int("challenge-bits", 0, "proof-of-work difficulty at admission (0: none)")
 		shards = fs.Int("shards", 1, "gates the counter is split over")
+		// The sale's display on the waiting-room page (contract: display).
+		display = map[string]*string{
+			"title":       fs.String("title", "", "page: the product's title (plain text)"),
+			"description": fs.String("description", "", "page: the product's description (plain text)"),
+			"imageUrl":    fs.String("image-url", "", "page: the product's image (an http(s) URL)"),
+			"priceText":   fs.String("price-text", "", "page: the price as shown, e.g. \"€ 199\""),
+			"shopUrl":     fs.String("shop-url", "", "page: where shoppers go after the sale (an http(s) URL)"),
+			"brandColor":  fs.String("brand-color", "", "page: the shop's colour, #rrggbb"),
+			"logoUrl":     fs.String("logo-url", "", "page: the shop's logo (an http(s) URL)"),
+		}
+	case "update":
+		name = fs.String("name", "", "the sale's new name")
+		closesAt = fs.String("closes-at", "", "when it closes: RFC 3339, or +DURATION from now")
+		rate = fs.Int("rate", 0, "waiting-room admissions a second (0: everyone at once)")
+		fs.IntVar(rate, "admission-per-second", 0, "same as --rate")
+		hold = fs.Int("hold-seconds", 0, "how long a new reservation holds its units")
+		perUser = fs.Int("per-user-limit", 0, "units one shopper may buy")
+		minAge = fs.Duration("min-account-age", 0, "minimum account age, e.g. 720h")
+		challenge = fs.Int("challenge-bits", 0, "proof-of-work difficulty at admission (0: none)")
+		stock = fs.Int("stock", 0, "units on sale (only before the sale opens)")
+		retry = fs.Bool("retry", false, "if the sale changed since it was read, read it again and repeat the change (up to 3 times)")
+	case "watch":
+		plain = fs.Bool("plain", false, "one line a second, even on a terminal")
 	case "pause":
 		reason = fs.String("reason", "", "why the sale is paused")
 	case "counter-log":
 		limit = fs.Int("limit", 50, "how many of the newest entries")
+		output = outputFlag(fs)
+	case "list":
+		output = outputFlag(fs)
 	case "audit":
 		cancelOrders = fs.Bool("cancel", false, "cancel the orders the published policy cancels (their units return to stock)")
-	case "list", "show", "resume", "rebuild":
-	default:
-		fmt.Fprint(stderr, saleUsage)
-		return usageError{fmt.Sprintf("sale: unknown subcommand %q", sub)}
 	}
 	positional, err := parseInterspersed(fs, args, getenv)
 	if err != nil {
 		return err
 	}
-	c := &adminClient{base: strings.TrimRight(*server, "/"), token: *adminToken, http: &http.Client{Timeout: 30 * time.Second}}
+	cl := &adminClient{base: strings.TrimRight(*server, "/"), token: *adminToken, http: &http.Client{Timeout: 30 * time.Second}, fields: saleFields}
 	needSKU := func() (string, error) {
 		if len(positional) != 1 {
-			return "", usageError{fmt.Sprintf("sale %s: give exactly one SKU", sub)}
+			return "", usageError{fmt.Sprintf("sale %s: give exactly one SKU (flashsale sale %s --help)", sub, sub)}
 		}
 		return url.PathEscape(positional[0]), nil
 	}
 	switch sub {
 	case "create":
 		if len(positional) > 0 {
-			return usageError{"sale create: unexpected arguments"}
+			return usageError{"sale create: unexpected arguments: " + strings.Join(positional, " ")}
 		}
-		if *sku == "" {
-			return usageError{"sale create: --sku is required"}
+		if err := require(fs, "sku", "stock"); err != nil {
+			return err
 		}
+		set := given(fs)
 		now := time.Now()
 		body := map[string]any{
 			"sku": *sku, "name": *name, "initialStock": *stock, "holdSeconds": *hold, "perUserLimit": *perUser,
-			"fairness": *fairness, "admissionPerSecond": *rate, "minAccountAgeSeconds": int(minAge.Seconds()),
+			"fairness": fairness.value, "admissionPerSecond": *rate, "minAccountAgeSeconds": int(minAge.Seconds()),
 			"challengeBits": *challenge, "shards": *shards,
 		}
-		for _, t := range []struct {
-			key, val string
-		}{{"opensAt", *opensAt}, {"closesAt", *closesAt}, {"registrationClosesAt", *regClosesAt}} {
+		for _, t := range []struct{ flag, key, val string }{
+			{"opens-at", "opensAt", *opensAt}, {"closes-at", "closesAt", *closesAt},
+			{"registration-closes-at", "registrationClosesAt", *regClosesAt}} {
 			if t.val == "" {
 				continue
 			}
-			at, err := parseWhen(t.val, now)
+			at, err := parseWhen(t.flag, t.val, now)
 			if err != nil {
-				return usageError{fmt.Sprintf("sale create: %s: %v", t.key, err)}
+				return err
 			}
 			body[t.key] = at
 		}
-		return c.do(ctx, http.MethodPost, "/admin/sales", body, stdout)
+		if set["registration-closes-at"] && fairness.value != "lottery" {
+			return usageError{"sale create: --registration-closes-at is for --fairness lottery"}
+		}
+		d := map[string]string{}
+		for k, v := range display {
+			if *v != "" {
+				d[k] = *v
+			}
+		}
+		if len(d) > 0 {
+			body["display"] = d
+		}
+		return cl.do(ctx, http.MethodPost, "/admin/sales", body, stdout)
 	case "list":
+		if len(positional) > 0 {
+			return usageError{"sale list: unexpected arguments: " + strings.Join(positional, " ")}
+		}
+		var raw json.RawMessage
+		if err := cl.decode(ctx, http.MethodGet, "/admin/sales", nil, &raw); err != nil {
+			return err
+		}
+		if output.value == "json" {
+			return printJSON(stdout, raw)
+		}
 		var out struct {
 			Sales []struct {
 				SKU          string `json:"sku"`
@@ -120,51 +215,146 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 				Counter      *int64 `json:"counter"`
 				Pending      int64  `json:"pending"`
 				Confirmed    int64  `json:"confirmed"`
+				Waiting      int64  `json:"waiting"`
 				OpensAt      string `json:"opensAt"`
 				Invariant    struct {
 					OK bool `json:"ok"`
 				} `json:"invariant"`
 			} `json:"sales"`
 		}
-		if err := c.decode(ctx, http.MethodGet, "/admin/sales", nil, &out); err != nil {
+		if err := json.Unmarshal(raw, &out); err != nil {
 			return err
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SKU\tSTATE\tSTOCK\tCOUNTER\tPENDING\tCONFIRMED\tINVARIANT\tOPENS AT")
+		fmt.Fprintln(tw, "SKU\tSTATE\tSTOCK\tLEFT\tPENDING\tCONFIRMED\tWAITING\tINVARIANT\tOPENS AT")
 		for _, s := range out.Sales {
 			counter := "-"
 			if s.Counter != nil {
-				counter = fmt.Sprint(*s.Counter)
+				counter = strconv.FormatInt(*s.Counter, 10)
 			}
 			inv := "ok"
 			if !s.Invariant.OK {
 				inv = "FAILED"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%s\t%s\n", s.SKU, s.State, s.InitialStock, counter, s.Pending, s.Confirmed, inv, s.OpensAt)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", s.SKU, s.State, s.InitialStock, counter, s.Pending,
+				s.Confirmed, s.Waiting, inv, s.OpensAt)
 		}
 		return tw.Flush()
-	case "show", "resume", "rebuild", "pause", "audit", "counter-log":
-		s, err := needSKU()
+	}
+	s, err := needSKU()
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "show":
+		return cl.do(ctx, http.MethodGet, "/admin/sales/"+s, nil, stdout)
+	case "update":
+		return updateSale(ctx, cl, fs, s, updateFlags{name: name, closesAt: closesAt, rate: rate, hold: hold,
+			perUser: perUser, minAge: minAge, challenge: challenge, stock: stock, retry: *retry}, stdout, stderr)
+	case "watch":
+		return watchSale(ctx, cl, s, !*plain && isTerminal(stdout), stdout)
+	case "pause":
+		return cl.do(ctx, http.MethodPost, "/admin/sales/"+s+"/pause", map[string]string{"reason": *reason}, stdout)
+	case "counter-log":
+		var raw json.RawMessage
+		if err := cl.decode(ctx, http.MethodGet, fmt.Sprintf("/admin/sales/%s/audit?limit=%d", s, *limit), nil, &raw); err != nil {
+			return err
+		}
+		if output.value == "json" {
+			return printJSON(stdout, raw)
+		}
+		var out struct {
+			Entries []struct {
+				Seq           int64  `json:"seq"`
+				At            string `json:"at"`
+				Op            string `json:"op"`
+				Source        string `json:"source"`
+				Delta         int64  `json:"delta"`
+				Counter       int64  `json:"counter"`
+				ReservationID string `json:"reservationId"`
+			} `json:"entries"`
+		}
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tAT\tOP\tDELTA\tCOUNTER\tSOURCE\tRESERVATION")
+		for _, e := range out.Entries {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%+d\t%d\t%s\t%s\n", e.Seq, e.At, e.Op, e.Delta, e.Counter, e.Source, e.ReservationID)
+		}
+		return tw.Flush()
+	case "audit":
+		if *cancelOrders {
+			return cl.do(ctx, http.MethodPost, "/admin/sales/"+s+"/automation/cancel", map[string]any{}, stdout)
+		}
+		return cl.do(ctx, http.MethodGet, "/admin/sales/"+s+"/automation", nil, stdout)
+	default: // resume, rebuild
+		return cl.do(ctx, http.MethodPost, "/admin/sales/"+s+"/"+sub, map[string]any{}, stdout)
+	}
+}
+
+// updateFlags are sale update's flags.
+type updateFlags struct {
+	name, closesAt                        *string
+	rate, hold, perUser, challenge, stock *int
+	minAge                                *time.Duration
+	retry                                 bool
+}
+
+// updateSale changes the flags given, if nobody changed the sale since its
+// version was read; with retry, it reads the version again and repeats the
+// change (up to three times) when someone did.
+func updateSale(ctx context.Context, cl *adminClient, fs *flag.FlagSet, sku string, f updateFlags, stdout, stderr io.Writer) error {
+	set := given(fs)
+	body := map[string]any{}
+	if set["name"] {
+		body["name"] = *f.name
+	}
+	if set["closes-at"] {
+		at, err := parseWhen("closes-at", *f.closesAt, time.Now())
 		if err != nil {
 			return err
 		}
-		switch sub {
-		case "show":
-			return c.do(ctx, http.MethodGet, "/admin/sales/"+s, nil, stdout)
-		case "pause":
-			return c.do(ctx, http.MethodPost, "/admin/sales/"+s+"/pause", map[string]string{"reason": *reason}, stdout)
-		case "counter-log":
-			return c.do(ctx, http.MethodGet, fmt.Sprintf("/admin/sales/%s/audit?limit=%d", s, *limit), nil, stdout)
-		case "audit":
-			if *cancelOrders {
-				return c.do(ctx, http.MethodPost, "/admin/sales/"+s+"/automation/cancel", nil, stdout)
-			}
-			return c.do(ctx, http.MethodGet, "/admin/sales/"+s+"/automation", nil, stdout)
-		default:
-			return c.do(ctx, http.MethodPost, "/admin/sales/"+s+"/"+sub, nil, stdout)
+		body["closesAt"] = at
+	}
+	for _, p := range []struct {
+		flag, key string
+		v         *int
+	}{{"rate", "admissionPerSecond", f.rate}, {"admission-per-second", "admissionPerSecond", f.rate},
+		{"hold-seconds", "holdSeconds", f.hold}, {"per-user-limit", "perUserLimit", f.perUser},
+		{"challenge-bits", "challengeBits", f.challenge}, {"stock", "initialStock", f.stock}} {
+		if set[p.flag] {
+			body[p.key] = *p.v
 		}
 	}
-	return nil
+	if set["min-account-age"] {
+		body["minAccountAgeSeconds"] = int(f.minAge.Seconds())
+	}
+	if len(body) == 0 {
+		return usageError{"sale update: give at least one change, e.g. --rate 200 (flashsale sale update --help)"}
+	}
+	for attempt := 1; ; attempt++ {
+		var sale struct {
+			Version int64 `json:"version"`
+		}
+		if err := cl.decode(ctx, http.MethodGet, "/admin/sales/"+sku, nil, &sale); err != nil {
+			return err
+		}
+		cl.header = http.Header{"If-Match": {strconv.FormatInt(sale.Version, 10)}}
+		err := cl.do(ctx, http.MethodPatch, "/admin/sales/"+sku, body, stdout)
+		var apiErr *apiError
+		if !errors.As(err, &apiErr) || apiErr.code != "version_conflict" {
+			return err
+		}
+		if !f.retry {
+			return fmt.Errorf("the sale changed since its version %d was read, so nothing was changed; "+
+				"run the command again to apply it over the new version, or add --retry", sale.Version)
+		}
+		if attempt == 3 {
+			return fmt.Errorf("the sale kept changing (three attempts); nothing was changed")
+		}
+		fmt.Fprintf(stderr, "flashsale: the sale changed since version %d was read; reading it again\n", sale.Version)
+	}
 }
 
 // parseInterspersed parses flags that may come before or after the
@@ -173,11 +363,8 @@ func parseInterspersed(fs *flag.FlagSet, args []string, getenv func(string) stri
 	var positional []string
 	rest := args
 	for {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, usageError{err.Error()}
+		if err := parseQuiet(fs, rest); err != nil {
+			return nil, err
 		}
 		if fs.NArg() == 0 {
 			break
@@ -192,16 +379,28 @@ func parseInterspersed(fs *flag.FlagSet, args []string, getenv func(string) stri
 	return positional, nil
 }
 
-// parseWhen reads RFC 3339, or +DURATION from now.
-func parseWhen(s string, now time.Time) (time.Time, error) {
-	if strings.HasPrefix(s, "+") {
-		d, err := time.ParseDuration(s[1:])
-		if err != nil {
-			return time.Time{}, err
+// parseWhen reads the flag's time: RFC 3339, or +DURATION from now.
+func parseWhen(flagName, s string, now time.Time) (time.Time, error) {
+	if rest, ok := strings.CutPrefix(s, "+"); ok {
+		d, err := time.ParseDuration(rest)
+		if err == nil && d >= 0 {
+			return now.Add(d).UTC().Truncate(time.Second), nil
 		}
-		return now.Add(d).UTC().Truncate(time.Second), nil
+	} else if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
 	}
-	return time.Parse(time.RFC3339, s)
+	return time.Time{}, usageError{fmt.Sprintf("--%s %q: not a time: give RFC 3339 (2026-08-01T10:00:00Z) or +DURATION from now (+15m)", flagName, s)}
+}
+
+// printJSON prints a JSON answer, indented.
+func printJSON(w io.Writer, raw json.RawMessage) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
 }
 
 type adminClient struct {
@@ -210,6 +409,20 @@ type adminClient struct {
 	http  *http.Client
 	// header is sent with every request (If-Match, X-Operator).
 	header http.Header
+	// fields names the command's flags after the API's fields, for the
+	// server's messages.
+	fields apiFields
+}
+
+// apiError is an error answer of the server: its code and message (with
+// the command's flag names for the API's field names), and the status.
+type apiError struct {
+	code, message string
+	status        int
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s (%s, HTTP %d)", e.message, e.code, e.status)
 }
 
 // do sends a request and prints the JSON answer, indented.
@@ -218,27 +431,21 @@ func (c *adminClient) do(ctx context.Context, method, path string, body any, std
 	if err := c.decode(ctx, method, path, body, &raw); err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, raw, "", "  "); err != nil {
-		return err
-	}
-	buf.WriteByte('\n')
-	_, err := stdout.Write(buf.Bytes())
-	return err
+	return printJSON(stdout, raw)
 }
 
-func (c *adminClient) decode(ctx context.Context, method, path string, body, out any) error {
+func (c *adminClient) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return err
+		return nil, usageError{fmt.Sprintf("--server %q: not a URL such as http://127.0.0.1:8080", c.base)}
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -249,9 +456,17 @@ func (c *adminClient) decode(ctx context.Context, method, path string, body, out
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	return req, nil
+}
+
+func (c *adminClient) decode(ctx context.Context, method, path string, body, out any) error {
+	req, err := c.request(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("the server at %s did not answer: %w", c.base, err)
+		return fmt.Errorf("the server at %s did not answer (--server): %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
@@ -259,16 +474,28 @@ func (c *adminClient) decode(ctx context.Context, method, path string, body, out
 		return err
 	}
 	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(data, &e) == nil && e.Error.Code != "" {
-			return fmt.Errorf("%s (%s, HTTP %d)", e.Error.Message, e.Error.Code, resp.StatusCode)
-		}
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
+		return c.failure(resp.StatusCode, data)
 	}
 	return json.Unmarshal(data, out)
+}
+
+// failure turns an error answer into an error that says what to do.
+func (c *adminClient) failure(status int, data []byte) error {
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
+		return fmt.Errorf("the server answered HTTP %d", status)
+	}
+	msg := c.fields.say(e.Error.Message)
+	if status == http.StatusUnauthorized {
+		msg = "the server wants its admin token: give --admin-token or set FLASHSALE_ADMIN_TOKEN"
+		if c.token != "" {
+			msg = "the server refused this admin token (--admin-token, FLASHSALE_ADMIN_TOKEN)"
+		}
+	}
+	return &apiError{code: e.Error.Code, message: msg, status: status}
 }

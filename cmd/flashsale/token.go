@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -12,26 +11,32 @@ import (
 // tokenCmd prints a shopper JWT signed with the development key (or the
 // configured --user-jwt-secret), so a new user can try every route by hand.
 func tokenCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("token", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags(command{name: "token", args: "--user ID [--account-age 720h] [--ttl 24h]",
+		about: "Prints a shopper JWT signed with the development key (or --user-jwt-secret), to try the routes by hand."}, stdout)
 	user := fs.String("user", "", "the shopper's user id (the JWT's sub; required)")
 	age := fs.Duration("account-age", 720*time.Hour, "how old the account is (acct_created = now - age)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
 	secret := fs.String("user-jwt-secret", "", "HS256 secret the server verifies with (default: the development key)")
+	pmf := fs.String("pmf", "", "the payment instrument's fingerprint, as the store vouches for it (the instrument claim; default none)")
+	claim := fs.String("instrument-claim", identity.DefaultInstrumentClaim, "the claim the server reads the instrument from (its --instrument-claim)")
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return err
 	}
 	if *user == "" {
-		return usageError{"token: --user is required"}
+		return usageError{"token: --user is required (flashsale token --help)"}
 	}
 	if *ttl <= 0 {
-		return usageError{"token: --ttl must be positive"}
+		return usageError{fmt.Sprintf("token: --ttl %s: must be positive", *ttl)}
 	}
 	key := []byte(*secret)
 	if len(key) == 0 {
 		key = []byte(identity.DevelopmentSecret)
 	}
-	tok, err := identity.MintHS256(key, *user, *age, time.Now(), *ttl)
+	var opts []identity.MintOption
+	if *pmf != "" {
+		opts = append(opts, identity.MintInstrument(*claim, *pmf))
+	}
+	tok, err := identity.MintHS256(key, *user, *age, time.Now(), *ttl, opts...)
 	if err != nil {
 		return err
 	}

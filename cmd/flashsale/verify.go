@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,14 +17,10 @@ import (
 // the seed against its commitment, and, given a shopper, says where the
 // draw placed them.
 func verifyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: flashsale verify [--user ID] [--commitment HEX] URL|FILE\n\n"+
-			"URL is a sale's draw (http://host/sale/SKU/draw) or the sale itself (http://host/sale/SKU);\n"+
-			"FILE a saved copy of the draw. Exit status 1 when the draw does not verify.")
-		fs.PrintDefaults()
-	}
+	fs := newFlags(command{name: "verify", args: "[--user ID] [--commitment HEX] URL|FILE",
+		about: "Recomputes a random or lottery sale's published draw and checks its seed against the commitment.\n" +
+			"URL is a sale's draw (http://host/sale/SKU/draw) or the sale itself (http://host/sale/SKU);\n" +
+			"FILE a saved copy of the draw. Exit status 1 when the draw does not verify."}, stdout)
 	user := fs.String("user", "", "also say where the draw placed this shopper (by the pseudonym of their user id)")
 	commitment := fs.String("commitment", "", "the seed commitment you saw published before the draw (default: the document's)")
 	positional, err := parseInterspersed(fs, args, getenv)
@@ -33,8 +28,7 @@ func verifyCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	if len(positional) != 1 {
-		fs.Usage()
-		return usageError{"verify: give the draw's URL or file"}
+		return usageError{"verify: give the draw's URL or file (flashsale verify --help)"}
 	}
 	doc, err := readDraw(ctx, positional[0])
 	if err != nil {

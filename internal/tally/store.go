@@ -100,6 +100,11 @@ func (s *Store) BeginRebuild(ctx context.Context, saleID string, at time.Time) (
 	return s.Store.BeginRebuild(ctx, saleID, at)
 }
 
+func (s *Store) SpentAdmissions(ctx context.Context, saleID string) ([]flashsale.SpentAdmission, error) {
+	s.note(ctx)
+	return s.Store.SpentAdmissions(ctx, saleID)
+}
+
 func (s *Store) SaleTotals(ctx context.Context, saleID string) (flashsale.SaleTotals, error) {
 	s.note(ctx)
 	return s.Store.SaleTotals(ctx, saleID)

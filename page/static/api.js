@@ -23,9 +23,9 @@ export function transient(a) {
 
 export class Api {
   /**
-   * @param {{sku: string, jwt: () => (string|null), fetch?: typeof fetch, base?: string}} options
+   * @param {{sku: string, jwt?: () => (string|null), fetch?: typeof fetch, base?: string}} options
    */
-  constructor({ sku, jwt, fetch = globalThis.fetch.bind(globalThis), base = '' }) {
+  constructor({ sku, jwt = () => null, fetch = globalThis.fetch.bind(globalThis), base = '' }) {
     this.sku = sku;
     this.jwt = jwt;
     this.fetch = fetch;
@@ -77,7 +77,15 @@ export class Api {
 
   sale() { return this.request('GET', this.saleURL()); }
   ticket() { return this.request('GET', this.saleURL('/ticket'), { auth: true }); }
-  status(token) { return this.request('GET', this.saleURL(`/status?token=${encodeURIComponent(token)}`)); }
+  /**
+   * status polls the place. The ticket travels in the X-Ticket header, out
+   * of URLs, their logs and referrers; the shopper's JWT goes with it, so
+   * that the room counts this poll as its owner's (a copy of the ticket
+   * polled by someone else can then hold no one).
+   */
+  status(token) {
+    return this.request('GET', this.saleURL('/status'), { auth: true, headers: { 'X-Ticket': token } });
+  }
   register() { return this.request('POST', this.saleURL('/register'), { auth: true, body: {} }); }
 
   /** admission trades a solved proof of work for an admission token. */

@@ -1,159 +1,157 @@
-// The waiting room's page. It holds the shopper's place (a signed ticket,
-// kept in localStorage), polls the sale's status when the server says to,
-// jittered, and walks the shopper through the funnel: countdown, place in
-// line, proof of work, reserve, the hold's countdown, payment (simulated),
-// and every way a sale can say no.
+// The waiting room's page: it shows what the protocol (protocol.js)
+// reports, in the shopper's language, as the shop wants its sale to look
+// (the sale's display), and makes every change known: in words to screen
+// readers (an aria-live region, never each second of a countdown), in the
+// tab's title, by moving focus to the action when the turn comes, and,
+// for a shopper who asked, by a notification and a chime.
 //
-// Everything it shows comes from the JSON routes of the contract; the page
-// itself is static and the same for everyone, so an edge or a CDN serves it.
+// Every word comes from the message catalogues (i18n.js); text is always
+// set as text, never as markup.
 
-import { Api, reserveAttempt, retrying, transient } from './api.js';
-import { backoffDelay, clock, newKey, pollDelay, roughly } from './timing.js';
-import { expectedTries } from './pow.js';
-import { afterAdmission, SpentSalts } from './challenge.js';
+import { Api } from './api.js';
+import { clock, newKey } from './timing.js';
+import { LANGUAGES, languageName, loadCatalog, Messages, negotiate, translate } from './i18n.js';
+import { browserStorage, WaitingRoom } from './protocol.js';
+import { TurnAlerts } from './alerts.js';
 
 const $ = (id) => document.getElementById(id);
-
-// ---- where we are -------------------------------------------------------
+const LANG_KEY = 'flashsale:lang';
+const demo = document.body.dataset.demo === 'true';
 
 const sku = decodeURIComponent(location.pathname.split('/')[2] || '');
 
-/** Storage that survives a browser that refuses it (private modes). */
-const store = {
-  get(k) { try { return localStorage.getItem(k); } catch { return null; } },
-  set(k, v) { try { localStorage.setItem(k, v); } catch { /* kept in memory only */ } },
-  del(k) { try { localStorage.removeItem(k); } catch { /* nothing to forget */ } },
+const ui = {
+  m: null, // Messages
+  fallback: {}, // the English catalogue
+  sale: null,
+  state: { view: 'loading' },
+  user: '',
+  deadlines: {}, // countdown element id -> performance.now() deadline (ms)
+  firstAnnounced: {}, // view -> true once announced
+  lastAnnounce: 0, // performance.now() of the last position announcement
+  lastPosition: 0, // the place it said
+  milestones: new Set(), // countdown milestones announced in this view
+  notes: {}, // target -> {key, vars}
+  releaseArmed: 0,
 };
 
-const JWT_KEY = 'flashsale:jwt';
-const ticketKey = () => `flashsale:ticket:${sku}:${state.user}`;
-const reservationKey = () => `flashsale:reservation:${sku}:${state.user}`;
+const alerts = new TurnAlerts(browserStorage);
+const api = new Api({ sku });
+const room = new WaitingRoom({
+  api,
+  onState: (s) => render(s),
+  onNote: (n) => { ui.notes[n.target] = n; renderNote(n); },
+  onSale: (sale) => { ui.sale = sale; renderSale(); },
+  onUser: (user) => { ui.user = user; renderUser(); },
+});
 
-const state = {
-  jwt: null, // the shopper's JWT
-  user: '', // its sub
-  sale: null, // GET /sale/{sku}
-  ticket: null, // the waiting-room token
-  view: 'loading',
-  failures: 0, // transient failures in a row, for the backoff
-  pollTimer: 0,
-  firstPosition: 0, // the place first seen, for the progress bar
-  admission: null, // {token, deadline}
-  reservation: null, // {id, quantity, deadline}
-  deadlines: {}, // countdown element id -> performance.now() deadline
-  worker: null, // the proof-of-work worker, while one runs
-  spentSalts: new SpentSalts(), // salts traded or refused: not solved again
-  ticketRetried: false,
-};
+const t = (key, vars) => ui.m.t(key, vars);
 
-const api = new Api({ sku, jwt: () => state.jwt });
+// ---- languages -------------------------------------------------------------
 
-// ---- views and countdowns -----------------------------------------------
+async function useLanguage(lang) {
+  const catalog = lang === 'en' ? ui.fallback : await loadCatalog(lang);
+  ui.m = new Messages(lang, catalog, ui.fallback);
+  document.documentElement.lang = lang;
+  translate(document, ui.m);
+  $('lang').value = lang;
+  renderSale();
+  renderUser();
+  render(ui.state, true);
+}
 
-/** show makes one view visible; body[data-view] tells tests and CSS which. */
-function show(view) {
-  state.view = view;
-  document.body.dataset.view = view;
-  for (const el of document.querySelectorAll('section.view')) {
-    el.hidden = el.dataset.view !== view;
-  }
+$('lang').addEventListener('change', (e) => {
+  browserStorage.set(LANG_KEY, e.target.value);
+  useLanguage(e.target.value);
+});
+
+// ---- the shop's display ------------------------------------------------------
+
+/** webURL returns url if it is an http(s) URL, else '' (the server checks too). */
+function webURL(url) {
+  return typeof url === 'string' && /^https?:\/\//i.test(url) ? url : '';
+}
+
+function display() {
+  return (ui.sale && ui.sale.display) || {};
+}
+
+function saleTitle() {
+  return display().title || (ui.sale && (ui.sale.name || ui.sale.sku)) || sku;
 }
 
 /**
- * countdown makes the element count down to `seconds` from now. The page
- * counts from answers' relative times (opensInSeconds, expiresIn) rather
- * than from absolute ones against the phone's clock, which may be wrong by
- * minutes.
+ * brand sets the shop's colour, with a text colour that reads on it
+ * (black or white, whichever contrasts more: at least 4.5 to 1).
  */
-function countdown(id, seconds) {
-  state.deadlines[id] = performance.now() + seconds * 1000;
-  tick();
-}
-
-function remaining(id) {
-  const d = state.deadlines[id];
-  return d === undefined ? 0 : Math.max(0, (d - performance.now()) / 1000);
-}
-
-function tick() {
-  for (const id of Object.keys(state.deadlines)) {
-    const el = $(id);
-    if (el) el.textContent = clock(remaining(id));
+function brand(hex) {
+  const root = document.documentElement.style;
+  if (!/^#[0-9a-f]{6}$/i.test(hex || '')) {
+    root.removeProperty('--brand');
+    root.removeProperty('--brand-text');
+    return;
   }
-  if (state.view === 'admitted' && state.admission && remaining('admission-countdown') <= 0) {
-    // The admission ran out unused: ask again (the place is kept), after
-    // the usual delay, so that an admission answered with expiresIn 0
-    // cannot turn into a loop.
-    state.admission = null;
-    later(poll, pollDelay(0));
-  }
-  if (state.view === 'reserved' && state.reservation && remaining('hold-countdown') <= 0 && !state.reservation.checking) {
-    state.reservation.checking = true;
-    checkReservation();
-  }
-}
-setInterval(tick, 250);
-
-/** later runs the next poll after ms; there is only ever one pending. */
-function later(fn, ms) {
-  clearTimeout(state.pollTimer);
-  state.pollTimer = setTimeout(fn, ms);
+  const lin = (c) => (c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4);
+  const [r, g, b] = [1, 3, 5].map((i) => lin(parseInt(hex.slice(i, i + 2), 16) / 255));
+  const l = 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  const onWhite = 1.05 / (l + 0.05);
+  const onBlack = (l + 0.05) / 0.05;
+  root.setProperty('--brand', hex);
+  root.setProperty('--brand-text', onBlack > onWhite ? '#000' : '#fff');
 }
 
-function stopPolling() {
-  clearTimeout(state.pollTimer);
+function image(el, url, alt) {
+  const src = webURL(url);
+  el.hidden = !src;
+  if (src && el.getAttribute('src') !== src) el.src = src;
+  el.alt = alt;
 }
 
-function note(id, text) {
-  $(id).textContent = text || '';
-}
-
-/** unavailable shows "come back shortly" and retries with backoff. */
-function unavailable(answer, retry) {
-  state.failures++;
-  const ms = backoffDelay(state.failures, answer.retryAfter);
-  show('unavailable');
-  note('unavailable-when', `in about ${Math.ceil(ms / 1000)} seconds`);
-  later(retry, ms);
-}
-
-function fail(message) {
-  stopPolling();
-  show('error');
-  note('error-text', message || 'The shop gave an answer this page does not understand.');
-}
-
-// ---- the sale ------------------------------------------------------------
-
-const FAIRNESS = {
-  fifo: 'First come, first served: places follow the order of arrival.',
-  random: 'Random: everyone who takes a place before the open is shuffled at the open; later arrivals queue behind them in order of arrival.',
-  lottery: 'Lottery: register before registration closes; winners are drawn then and admitted in drawn order.',
-};
-
-function renderSale(s) {
-  state.sale = s;
-  $('sale-name').textContent = s.name || s.sku;
-  document.title = `${s.name || s.sku} — waiting room`;
+function renderSale() {
+  const s = ui.sale;
+  if (!s || !ui.m) return;
+  const d = display();
+  $('sale').hidden = false;
+  $('about').hidden = false;
+  brand(d.brandColor);
+  image($('shop-logo'), d.logoUrl, t('brand.logo'));
+  $('shop-name').hidden = !!webURL(d.logoUrl);
+  image($('product-image'), d.imageUrl, saleTitle());
+  $('sale-name').textContent = saleTitle();
+  $('price').hidden = !d.priceText;
+  $('price').textContent = d.priceText || '';
+  $('description').hidden = !d.description;
+  $('description').textContent = d.description || '';
   const opens = new Date(s.opensAt);
-  const when = Number.isNaN(opens.getTime()) ? '' : opens.toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' });
-  $('sale-when').textContent = s.state === 'scheduled' ? `Opens ${when} (your time)` : `Opened ${when}`;
+  $('sale-when').textContent = Number.isNaN(opens.getTime()) ? ''
+    : t(s.state === 'scheduled' ? 'sale.opens' : 'sale.opened', { when: ui.m.when(opens) });
+  const shop = webURL(d.shopUrl);
+  for (const a of document.querySelectorAll('a.shop-link')) {
+    a.hidden = !shop;
+    if (shop) a.href = shop;
+  }
+  if ($('signin-shop')) {
+    $('signin-shop').hidden = !shop || demo;
+    if (shop) $('signin-shop').href = shop;
+  }
+  renderPolicy(s);
+  renderTitle();
+}
+
+function renderPolicy(s) {
   const p = s.policy || {};
-  let fairness = FAIRNESS[p.fairness] || p.fairness;
+  const parts = [];
+  if (['fifo', 'random', 'lottery'].includes(p.fairness)) parts.push(t(`policy.${p.fairness}`));
   if (p.fairness === 'lottery') {
     const closes = new Date(s.registrationClosesAt);
-    if (!Number.isNaN(closes.getTime())) {
-      fairness += ` Registration closes ${closes.toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' })}.`;
-    }
-    if (typeof p.lotteryWinners === 'number') fairness += ` Up to ${p.lotteryWinners} winners are drawn.`;
+    if (!Number.isNaN(closes.getTime())) parts.push(t('policy.registrationCloses', { when: ui.m.when(closes) }));
+    if (typeof p.lotteryWinners === 'number') parts.push(t('policy.lotteryWinners', { count: p.lotteryWinners }));
   }
-  $('policy-fairness').textContent = fairness;
-  $('policy-limit').textContent = `Up to ${p.perUserLimit} per shopper.`;
-  $('policy-hold').textContent = `A reservation is held ${roughHold(p.holdSeconds)} for payment; unpaid, it goes back on sale.`;
+  $('policy-fairness').textContent = parts.join(' ');
+  $('policy-limit').textContent = t('policy.limit', { count: p.perUserLimit || 1 });
+  $('policy-hold').textContent = t('policy.hold', { duration: ui.m.duration(p.holdSeconds || 0) });
   $('policy-age-row').hidden = !(p.minAccountAgeSeconds > 0);
-  if (p.minAccountAgeSeconds > 0) {
-    $('policy-age').textContent = `Open to accounts older than ${roughAge(p.minAccountAgeSeconds)}.`;
-  }
+  if (p.minAccountAgeSeconds > 0) $('policy-age').textContent = t('policy.accounts', { duration: ui.m.duration(p.minAccountAgeSeconds) });
   $('policy-challenge-row').hidden = !p.challenge;
   $('policy-seed-row').hidden = !s.seedCommitment;
   if (s.seedCommitment) {
@@ -167,579 +165,352 @@ function renderSale(s) {
   }
 }
 
-function roughHold(seconds) {
-  if (seconds < 120) return `${seconds} seconds`;
-  return `${Math.round(seconds / 60)} minutes`;
+function renderUser() {
+  if (!ui.m) return;
+  $('who').hidden = !ui.user;
+  $('who-text').textContent = ui.user ? t('who.signedIn', { name: ui.user }) : '';
 }
 
-function roughAge(seconds) {
-  const days = seconds / 86400;
-  return days >= 1 ? `${Math.round(days)} day${Math.round(days) === 1 ? '' : 's'}` : `${Math.round(seconds / 3600)} hours`;
-}
+// ---- views -----------------------------------------------------------------
 
-async function loadSale() {
-  const a = await api.sale();
-  if (a.ok) {
-    state.failures = 0;
-    renderSale(a.body);
-    return true;
+/** The views that keep the shopper waiting, where alerts may be asked for. */
+const WAITING_VIEWS = new Set(['register', 'scheduled', 'waiting', 'challenge', 'paused', 'unavailable']);
+
+/**
+ * render shows a state the protocol reported. relang: the same state,
+ * shown again in another language: nothing is announced, focused or
+ * counted down anew.
+ */
+function render(s, relang = false) {
+  const changed = s.view !== ui.state.view;
+  ui.state = s;
+  if (!ui.m) return;
+  const fresh = changed && !relang;
+  if (changed) {
+    ui.milestones.clear();
+    ui.notes = {};
+    for (const id of ['reserve-note', 'reserved-note']) $(id).textContent = '';
   }
-  if (a.status === 404) {
-    fail('There is no sale here. Check the address you were given.');
-  } else if (transient(a)) {
-    unavailable(a, boot);
-  } else {
-    fail(a.message);
+  show(s.view);
+  // With no sale to show (none at this address), no product or details.
+  $('sale').hidden = !ui.sale && s.view !== 'loading';
+  $('about').hidden = !ui.sale;
+  const fill = VIEWS[s.view];
+  if (fill) fill(s, fresh, !relang);
+  $('alerts').hidden = !WAITING_VIEWS.has(s.view) && !(s.view === 'sold_out' && !s.final);
+  renderAlerts();
+  if (fresh) {
+    announceView(s);
+    focusFor(s.view);
   }
-  return false;
+  for (const n of Object.values(ui.notes)) renderNote(n);
+  renderTitle();
 }
 
-// ---- signing in ----------------------------------------------------------
-
-/** claims decodes a JWT's payload (not verified: the server does that). */
-function claims(jwt) {
-  try {
-    const b64 = jwt.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
-    return JSON.parse(atob(b64.padEnd(Math.ceil(b64.length / 4) * 4, '=')));
-  } catch {
-    return null;
-  }
+function show(view) {
+  document.body.dataset.view = view;
+  for (const el of document.querySelectorAll('section.view')) el.hidden = el.dataset.view !== view;
 }
 
-function signIn(jwt) {
-  const c = claims(jwt);
-  if (!c || typeof c.sub !== 'string' || !c.sub) return false;
-  state.jwt = jwt;
-  state.user = c.sub;
-  store.set(JWT_KEY, jwt);
-  $('who').hidden = false;
-  $('who-name').textContent = c.sub;
-  return true;
+/**
+ * countdown makes the element count down seconds from now. The page
+ * counts from the answers' relative times (opensInSeconds, expiresIn),
+ * not from absolute ones against the device's clock, which may be wrong.
+ */
+function countdown(id, seconds) {
+  ui.deadlines[id] = performance.now() + seconds * 1000;
+  $(id).textContent = clock(seconds);
 }
 
-function signOut(reason) {
-  stopPolling();
-  store.del(JWT_KEY);
-  state.jwt = null;
-  state.user = '';
-  state.ticket = null;
-  $('who').hidden = true;
-  showSignIn(reason);
+function remaining(id) {
+  const d = ui.deadlines[id];
+  return d === undefined ? 0 : Math.max(0, (d - performance.now()) / 1000);
 }
 
-/** The JWT comes from the address's fragment (#jwt=…), else from storage. */
-function initialJwt() {
-  const m = /(?:^|[#&])jwt=([^&]+)/.exec(location.hash);
-  if (m) {
-    // Keep the token out of the address bar (and out of screenshots and
-    // shared links) once it is stored.
-    history.replaceState(null, '', location.pathname + location.search);
-    return decodeURIComponent(m[1]);
-  }
-  return store.get(JWT_KEY);
-}
-
-async function showSignIn(reason) {
-  show('signin');
-  $('signin-reason').hidden = !reason;
-  note('signin-reason', reason);
-  if (!$('demo-name').value) $('demo-name').value = `shopper-${newKey().slice(0, 4)}`;
-  // Offer the demo sign-in only where the server answers it: --demo with
-  // the development key. Probing with no user costs a 400, not a token.
-  const probe = await api.demoToken('');
-  $('demo-signin').hidden = probe.status === 404 || probe.status === 0 || probe.status === 405;
-}
-
-$('demo-go').addEventListener('click', async () => {
-  const a = await api.demoToken($('demo-name').value.trim());
-  if (a.ok && signIn(a.body.token)) return start();
-  note('signin-reason', a.message || 'The demo sign-in did not answer.');
-  $('signin-reason').hidden = false;
-});
-
-$('jwt-go').addEventListener('click', () => {
-  const jwt = $('jwt-input').value.trim().replace(/^Bearer\s+/i, '');
-  if (signIn(jwt)) return start();
-  note('signin-reason', 'That does not look like a shopper token (a JWT with a sub claim).');
-  $('signin-reason').hidden = false;
-});
-
-$('sign-out').addEventListener('click', () => signOut());
-
-// ---- the place in line ---------------------------------------------------
-
-async function start() {
-  stopPolling();
-  state.ticketRetried = false;
-  // A hold taken before a reload comes first: it is what the shopper is
-  // about to lose.
-  const saved = store.get(reservationKey());
-  if (saved) {
-    try {
-      state.reservation = JSON.parse(saved);
-      return checkReservation();
-    } catch {
-      store.del(reservationKey());
+const VIEWS = {
+  signin(s, fresh) {
+    $('signin-reason').hidden = !s.reason;
+    $('signin-reason').textContent = s.reason ? t(`signin.${s.reason}`) : '';
+    if (fresh && $('demo-name') && !$('demo-name').value) $('demo-name').value = `shopper-${newKey().slice(0, 4)}`;
+  },
+  register(s) {
+    $('register-closes').textContent = s.closesAt ? t('register.closes', { when: ui.m.when(s.closesAt) }) : '';
+    $('register-go').disabled = false;
+  },
+  scheduled(s, fresh, update) {
+    if (update) countdown('open-countdown', s.opensIn);
+    $('scheduled-place-row').hidden = !(s.position > 0);
+    $('scheduled-place').textContent = s.position > 0 ? ui.m.number(s.position) : '';
+    $('scheduled-note').textContent = ['fifo', 'random', 'lottery'].includes(s.fairness) ? t(`scheduled.${s.fairness}`) : '';
+  },
+  waiting(s) {
+    $('position').textContent = ui.m.number(s.position);
+    const done = s.firstPosition > 1 ? (s.firstPosition - s.position) / (s.firstPosition - 1) : 0;
+    $('progress').style.width = `${Math.round(Math.min(1, Math.max(0.03, done)) * 100)}%`;
+    $('wait').textContent = s.wait === null ? '–' : ui.m.wait(s.wait);
+    $('units-left').textContent = s.unitsLeft === null ? '–' : ui.m.number(s.unitsLeft);
+    const known = ['likely', 'possible', 'unlikely'].includes(s.chance);
+    $('chance').textContent = known ? t(`chance.${s.chance}`) : '–';
+    $('chance').dataset.chance = known ? s.chance : '';
+    $('chance-note').textContent = known ? t(`chance.${s.chance}Note`) : '';
+  },
+  challenge(s) {
+    $('pow-progress').style.width = `${Math.round((s.share || 0) * 100)}%`;
+    const status = {
+      starting: () => t('challenge.starting'),
+      solving: () => t('challenge.progress', { rate: Math.round(s.rate), duration: ui.m.duration(s.secondsLeft) }),
+      solved: () => t('challenge.solved', { duration: ui.m.unit(Math.max(0.1, Math.round(s.solvedIn * 10) / 10), 'second') }),
+      refused: () => t('challenge.refused'),
+      polling: () => t('challenge.polling'),
+      reused: () => t('challenge.reused'),
+    }[s.phase];
+    $('pow-status').textContent = status ? status() : '';
+  },
+  admitted(s, fresh) {
+    if (fresh) countdown('admission-countdown', s.expiresIn);
+    $('quantity-row').hidden = s.limit <= 1;
+    const sel = $('quantity');
+    if (sel.options.length !== s.limit || fresh) {
+      sel.replaceChildren(...Array.from({ length: s.limit }, (_, i) => new Option(ui.m.number(i + 1), String(i + 1))));
+    } else {
+      for (const o of sel.options) o.text = ui.m.number(Number(o.value));
     }
-  }
-  state.ticket = store.get(ticketKey());
-  return state.ticket ? poll() : takeTicket();
-}
-
-async function takeTicket() {
-  const a = await api.ticket();
-  if (a.ok) {
-    state.failures = 0;
-    state.ticket = a.body.token;
-    store.set(ticketKey(), state.ticket);
-    return poll();
-  }
-  switch (a.code) {
-    case 'unauthenticated':
-      return signOut('Your sign-in has expired or is not valid here. Please sign in again.');
-    case 'not_registered':
-      return showRegister();
-    case 'sold_out':
-      return soldOut(true);
-    case 'closed':
-      stopPolling();
-      return show('closed');
-    case 'not_eligible':
-      return fail(a.message || 'Your account cannot take part in this sale.');
-  }
-  if (transient(a) || a.status === 429) return unavailable(a, takeTicket);
-  return fail(a.message);
-}
-
-function showRegister() {
-  show('register');
-  const closes = state.sale && Date.parse(state.sale.registrationClosesAt);
-  note('register-countdown', Number.isNaN(closes) || !closes ? '' : `Registration closes ${new Date(closes).toLocaleTimeString()}`);
-}
-
-$('register-go').addEventListener('click', async () => {
-  $('register-go').disabled = true;
-  const a = await retrying(() => api.register());
-  $('register-go').disabled = false;
-  if (a.ok || a.code === 'registration_closed') {
-    // Registered (or too late, which the ticket then says): take the place.
-    return takeTicket();
-  }
-  if (a.code === 'unauthenticated') return signOut('Your sign-in has expired. Please sign in again.');
-  return fail(a.message);
-});
-
-/** poll asks the sale's status with the ticket and shows the answer. */
-async function poll() {
-  stopPolling();
-  const a = await api.status(state.ticket);
-  if (!a.ok) {
-    if (a.code === 'invalid_token' && !state.ticketRetried) {
-      // A ticket from another sale of this SKU, or keys that rotated:
-      // take a new one, once.
-      state.ticketRetried = true;
-      store.del(ticketKey());
-      return takeTicket();
+    if (fresh) $('reserve-go').disabled = false;
+    if (fresh) {
+      alerts.turn(t('notify.title'), t('notify.body', { clock: clock(s.expiresIn), title: saleTitle() }));
     }
-    if (a.code === 'not_eligible') return fail(a.message);
-    if (transient(a) || a.status === 429) return unavailable(a, poll);
-    return fail(a.message);
-  }
-  state.failures = 0;
-  const s = a.body;
-  if (s.token) {
-    // The draw has placed this ticket: the new one carries the place.
-    state.ticket = s.token;
-    store.set(ticketKey(), s.token);
-  }
-  const previous = state.view;
-  const again = () => later(poll, pollDelay(a.retryAfter));
-  switch (s.state) {
-    case 'scheduled':
-      showScheduled(s);
-      again();
-      break;
-    case 'waiting':
-      showWaiting(s);
-      again();
-      break;
-    case 'admitted':
-      showAdmitted(s.admissionToken, s.expiresIn);
-      break;
-    case 'challenge':
-      if (s.challenge && state.spentSalts.has(s.challenge.salt)) {
-        // The room hands out a salt for up to a minute, spent or not:
-        // solving it again would only fail, and failures count against
-        // the shopper. Wait for a fresh one.
-        waitForFreshSalt();
-        again();
-      } else {
-        solveChallenge(s.challenge);
+  },
+  reserved(s, fresh, update) {
+    if (update) countdown('hold-countdown', s.expiresIn);
+    $('reserved-quantity').textContent = t('reserved.held', { count: s.quantity });
+    if ($('pay-go') && fresh) $('pay-go').disabled = false;
+    const shop = webURL(display().shopUrl);
+    if ($('checkout-go')) {
+      $('checkout-go').hidden = !shop;
+      if (shop) {
+        const u = new URL(shop);
+        u.searchParams.set('reservation', s.reservationId);
+        $('checkout-go').href = u.href;
       }
-      break;
-    case 'sold_out':
-      soldOut(!!s.final);
-      if (!s.final) again();
-      break;
-    case 'paused':
-      show('paused');
-      again();
-      break;
-    case 'not_selected':
-      show('not_selected');
-      break;
-    case 'closed':
-      show('closed');
-      break;
-    default:
-      return fail(`The shop answered a state this page does not know (${s.state}).`);
-  }
-  if (previous !== state.view) {
-    // Something changed (the draw ran, the sale opened): refresh what the
-    // sale panel says, e.g. the link to the published draw.
-    api.sale().then((r) => r.ok && renderSale(r.body));
-  }
-}
-
-function showScheduled(s) {
-  show('scheduled');
-  let secs = s.opensInSeconds;
-  if (typeof secs !== 'number') secs = (Date.parse(s.opensAt) - Date.now()) / 1000; // an older server
-  countdown('open-countdown', secs);
-  const f = state.sale && state.sale.policy && state.sale.policy.fairness;
-  note('scheduled-note', {
-    fifo: 'Places are in order of arrival, and yours is kept.',
-    random: 'Everyone here before the open is shuffled at the open, so arriving early gives no advantage. Your place is drawn then.',
-    lottery: 'You are registered for the draw. Winners are drawn when registration closes.',
-  }[f] || '');
-}
-
-const CHANCE = {
-  likely: 'Good: there are more units left than people ahead of you.',
-  possible: 'Possible: it depends on how many ahead of you buy, and on holds that may come back.',
-  unlikely: 'Unlikely: far more people are ahead of you than units are left. You may keep your place: unpaid holds come back.',
+    }
+    if (fresh) disarmRelease();
+  },
+  confirmed(s) {
+    $('order-id').textContent = s.orderId || '';
+  },
+  sold_out(s) {
+    $('soldout-title').textContent = t(s.final ? 'soldout.title' : 'soldout.pendingTitle');
+    $('soldout-pending').hidden = !!s.final;
+    $('soldout-final').hidden = !s.final;
+  },
+  unavailable(s) {
+    $('unavailable-when').textContent = t('unavailable.retry', { duration: ui.m.duration(s.retryIn) });
+  },
+  error(s) {
+    const key = `error.${s.reason}`;
+    $('error-text').textContent = ui.m.has(key) ? t(key) : t('error.generic');
+    $('error-code').textContent = s.code ? t('error.code', { code: s.code }) : '';
+  },
 };
 
-function showWaiting(s) {
-  show('waiting');
-  const pos = s.position || 0;
-  if (!state.firstPosition || pos > state.firstPosition) state.firstPosition = pos;
-  $('position').textContent = pos.toLocaleString();
-  const done = state.firstPosition > 1 ? (state.firstPosition - pos) / (state.firstPosition - 1) : 0;
-  $('progress').style.width = `${Math.round(Math.min(1, Math.max(0.03, done)) * 100)}%`;
-  $('wait').textContent = typeof s.estimatedWaitSeconds === 'number' ? roughly(s.estimatedWaitSeconds) : '–';
-  $('units-left').textContent = typeof s.unitsLeft === 'number' ? s.unitsLeft.toLocaleString() : '–';
-  $('chance').textContent = s.chance || '–';
-  note('chance-note', CHANCE[s.chance] || '');
-}
-
-function soldOut(final) {
-  show('sold_out');
-  $('soldout-pending').hidden = final;
-  $('soldout-final').hidden = !final;
-  if (final) stopPolling();
-}
-
-// ---- the proof of work ---------------------------------------------------
-
-/**
- * solveChallenge runs the proof of work in a worker, then trades the
- * solution for an admission (POST /sale/{sku}/admission). A challenge
- * that expires first is dropped and the status asked again.
- */
-function solveChallenge(ch) {
-  show('challenge');
-  if (!ch || ch.algorithm !== 'sha256') {
-    return fail(`This page cannot solve the shop's check (${ch && ch.algorithm}).`);
+function renderNote(n) {
+  const id = n.target === 'reserve' ? 'reserve-note' : 'reserved-note';
+  const vars = { ...n.vars };
+  if (typeof vars.seconds === 'number') vars.duration = ui.m.duration(vars.seconds);
+  $(id).textContent = t(n.key, vars);
+  if (n.target === 'reserve') {
+    if (n.key === 'reserve.reserving' || n.key === 'reserve.busy') $('reserve-go').disabled = true;
+    if (n.vars.again) $('reserve-go').disabled = false;
+    if (n.key === 'reserve.tooMany') setTimeout(() => { $('reserve-go').disabled = false; }, n.vars.retryIn);
+  } else if ($('pay-go')) {
+    if (n.key === 'pay.paying' || n.key === 'pay.busy') $('pay-go').disabled = true;
+    if (n.vars.again) $('pay-go').disabled = false;
   }
-  if (state.worker) state.worker.terminate();
-  const expected = expectedTries(ch.difficultyBits);
-  const expires = performance.now() + (ch.expiresIn || 60) * 1000;
-  const worker = new Worker('/assets/pow-worker.js', { type: 'module' });
-  state.worker = worker;
-  $('pow-progress').style.width = '0%';
-  note('pow-status', 'Starting…');
-  const giveUp = setTimeout(() => {
-    worker.terminate();
-    state.worker = null;
-    poll(); // a fresh challenge
-  }, Math.max(0, expires - performance.now()));
-  worker.onmessage = async (e) => {
-    const m = e.data;
-    if (m.type === 'progress') {
-      // The search has no fixed length: show the share of the expected
-      // tries done, capped below 100% until it is actually solved.
-      const share = Math.min(0.95, m.tried / expected);
-      $('pow-progress').style.width = `${Math.round(share * 100)}%`;
-      const rate = m.tried / Math.max(1, m.elapsedMs) * 1000;
-      const left = Math.max(0, (expected - m.tried) / Math.max(rate, 1));
-      note('pow-status', `${Math.round(rate).toLocaleString()} tries a second; about ${Math.ceil(left)} s to go`);
+}
+
+// ---- telling the shopper -------------------------------------------------------
+
+/** announce says text to screen readers, politely, or at once (urgent). */
+function announce(text, urgent = false) {
+  const el = urgent ? $('alert') : $('announce');
+  // A change of text is what a live region reads: clear it first, so
+  // that the same words said twice are said again.
+  el.textContent = '';
+  setTimeout(() => { el.textContent = text; }, 50);
+}
+
+function announceView(s) {
+  const sayTitle = () => {
+    const section = document.querySelector(`section.view[data-view="${s.view}"]`);
+    const h = section && section.querySelector('h2');
+    const p = section && section.querySelector('h2 ~ p:not([hidden]), h2 ~ div:not([hidden]) > p');
+    return [h && h.textContent, p && p.textContent].filter(Boolean).join('. ');
+  };
+  switch (s.view) {
+    case 'loading':
       return;
-    }
-    if (m.type !== 'solved') return;
-    clearTimeout(giveUp);
-    worker.terminate();
-    state.worker = null;
-    $('pow-progress').style.width = '100%';
-    note('pow-status', `Solved in ${(m.elapsedMs / 1000).toFixed(1)} s. Checking…`);
-    const a = await retrying(() => api.admission(state.ticket, ch.salt, m.nonce));
-    const pollSoon = () => later(poll, pollDelay(a.retryAfter));
-    switch (afterAdmission(a)) {
-      case 'admitted':
-        state.spentSalts.add(ch.salt);
-        return showAdmitted(a.body.admissionToken, a.body.expiresIn);
-      case 'fresh_salt':
-        state.spentSalts.add(ch.salt);
-        note('pow-status', 'The shop did not take that one (it had run out or been used). Asking for a fresh puzzle…');
-        return pollSoon();
-      case 'paused':
-        show('paused');
-        return pollSoon();
-      case 'sold_out':
-        soldOut(false); // the next poll says whether it is final
-        return pollSoon();
-      case 'closed':
-        stopPolling();
-        return show('closed');
-      case 'not_selected':
-        stopPolling();
-        return show('not_selected');
-      case 'poll':
-        note('pow-status', 'Checking your place again…');
-        return pollSoon();
-      case 'sign_in':
-        return signOut('Your sign-in has expired. Please sign in again.');
-      case 'unavailable':
-        return unavailable(a, poll);
-    }
-    return fail(a.message);
-  };
-  worker.onerror = () => {
-    clearTimeout(giveUp);
-    fail('This browser could not run the check (Web Workers are needed).');
-  };
-  worker.postMessage({ salt: ch.salt, difficultyBits: ch.difficultyBits });
-}
-
-/** waitForFreshSalt shows the challenge step waiting for a salt it may solve. */
-function waitForFreshSalt() {
-  if (state.worker) state.worker.terminate();
-  state.worker = null;
-  show('challenge');
-  $('pow-progress').style.width = '0%';
-  note('pow-status', 'That puzzle has been used already (perhaps in another tab). Waiting for a fresh one…');
-}
-
-// ---- reserving -----------------------------------------------------------
-
-function showAdmitted(token, expiresIn) {
-  stopPolling();
-  state.admission = { token };
-  show('admitted');
-  countdown('admission-countdown', expiresIn || 0);
-  const limit = (state.sale && state.sale.policy && state.sale.policy.perUserLimit) || 1;
-  $('quantity-row').hidden = limit <= 1;
-  const sel = $('quantity');
-  if (sel.options.length !== limit) {
-    sel.replaceChildren(...Array.from({ length: limit }, (_, i) => new Option(String(i + 1), String(i + 1))));
-  }
-  $('reserve-go').disabled = false;
-  note('reserve-note', '');
-}
-
-$('reserve-go').addEventListener('click', async () => {
-  if (!state.admission) return;
-  const button = $('reserve-go');
-  button.disabled = true;
-  note('reserve-note', 'Reserving…');
-  const quantity = Number($('quantity').value || 1);
-  // One click is one attempt: a fresh Idempotency-Key, repeated as it is
-  // on each retry of a lost or busy answer, so no retry can buy twice.
-  const a = await reserveAttempt(api, { admissionToken: state.admission.token, quantity, newKey }, {
-    onRetry: (_, ms) => note('reserve-note', `The shop is busy; trying again in ${Math.ceil(ms / 1000)} s (the same request, so it cannot buy twice).`),
-  });
-  if (a.ok) {
-    state.admission = null;
-    state.reservation = { id: a.body.reservationId, quantity: a.body.quantity || quantity };
-    store.set(reservationKey(), JSON.stringify({ id: state.reservation.id, quantity: state.reservation.quantity }));
-    // Count down at once from the sale's hold time (at most a round trip
-    // generous), then from the server's own figure: the reserve answer
-    // carries only expiresAt, an absolute time on the server's clock.
-    showReserved((state.sale && state.sale.policy && state.sale.policy.holdSeconds) || holdSeconds(a.body));
-    return refineHold(state.reservation);
-  }
-  switch (a.code) {
-    case 'sold_out':
-      state.admission = null;
-      return poll(); // sold out, final or not: the status says which
-    case 'limit_reached':
-      return fail('You already hold or have bought as many as this sale allows per shopper.');
-    case 'admission_expired':
-    case 'admission_invalid':
-    case 'admission_required':
-    case 'not_open':
-      state.admission = null;
-      return poll(); // a fresh admission, the place kept
-    case 'admission_used':
-      // One turn per place: a reservation spends the admission, and a hold
-      // that expired or was released does not give the turn back (its
-      // units went back to the shoppers still waiting).
-      return fail('This turn has been used: a reservation was made with it (perhaps in another tab), ' +
-        'and a hold that expires or is released does not give the turn back.');
-    case 'sale_paused':
-      state.admission = null;
-      show('paused');
-      return later(poll, pollDelay(a.retryAfter));
-    case 'unauthenticated':
-      return signOut('Your sign-in has expired. Please sign in again.');
-    case 'not_eligible':
-      return fail(a.message);
-    case 'rate_limited': {
-      const ms = pollDelay(a.retryAfter);
-      note('reserve-note', `Too many attempts; you can try again in ${Math.ceil(ms / 1000)} s.`);
-      setTimeout(() => { button.disabled = false; }, ms);
-      return undefined;
-    }
-  }
-  // Still busy after the retries: let the shopper try again (a new
-  // attempt) while the turn lasts.
-  note('reserve-note', 'The shop did not answer. Your turn is still kept: try again.');
-  button.disabled = false;
-  return undefined;
-});
-
-/**
- * holdSeconds is how long a reservation has left: expiresIn when the server
- * gives it, else expiresAt against this device's clock.
- */
-function holdSeconds(body) {
-  if (typeof body.expiresIn === 'number') return body.expiresIn;
-  return Math.max(0, (Date.parse(body.expiresAt) - Date.now()) / 1000);
-}
-
-function showReserved(seconds) {
-  stopPolling();
-  show('reserved');
-  const q = state.reservation.quantity;
-  note('reserved-quantity', q === 1 ? '1 unit is' : `${q} units are`);
-  countdown('hold-countdown', seconds);
-  $('pay-go').disabled = false;
-  $('cancel-go').textContent = 'Release this hold';
-  note('reserved-note', '');
-}
-
-/** refineHold sets the hold's countdown from the server's expiresIn, quietly. */
-async function refineHold(r) {
-  const a = await api.reservation(r.id);
-  if (a.ok && state.reservation === r && state.view === 'reserved' && typeof a.body.expiresIn === 'number') {
-    countdown('hold-countdown', a.body.expiresIn);
+    case 'scheduled':
+      announce(s.position > 0
+        ? t('announce.scheduledPlace', { position: s.position, duration: ui.m.duration(s.opensIn) })
+        : t('announce.scheduled', { duration: ui.m.duration(s.opensIn) }));
+      return;
+    case 'waiting':
+      ui.lastAnnounce = performance.now();
+      ui.lastPosition = s.position;
+      announce(t('announce.waiting', { position: s.position, wait: s.wait === null ? '–' : ui.m.wait(s.wait) }));
+      return;
+    case 'admitted':
+      announce(t('announce.turn', { duration: ui.m.duration(s.expiresIn) }), true);
+      return;
+    case 'reserved':
+      announce(t('announce.reserved', { duration: ui.m.duration(s.expiresIn) }));
+      return;
+    default:
+      announce(sayTitle(), s.view === 'error');
   }
 }
 
-/** checkReservation asks what became of a hold (after a reload, or when its countdown ends). */
-async function checkReservation() {
-  const r = state.reservation;
-  const a = await retrying(() => api.reservation(r.id));
-  if (!a.ok) {
-    if (a.code === 'unauthenticated') return signOut('Your sign-in has expired. Please sign in again.');
-    if (a.status === 404) return forgetReservation(true);
-    if (transient(a)) return unavailable(a, checkReservation);
-    return fail(a.message);
-  }
-  const res = a.body;
-  switch (res.state) {
-    case 'pending': {
-      const left = holdSeconds(res);
-      if (left <= 0) {
-        // Past its expiry by the server's clock: it can no longer be paid,
-        // and the sweeper puts the unit back on sale.
-        forgetReservation(false);
-        return show('expired');
-      }
-      r.quantity = res.quantity;
-      r.checking = false;
-      return showReserved(left);
-    }
-    case 'confirmed':
-      return showConfirmed(res.orderId);
-    case 'expired':
-      forgetReservation(false);
-      return show('expired');
-    case 'cancelled':
-      forgetReservation(false);
-      return show('cancelled');
-  }
-  return fail(`Unknown reservation state ${res.state}.`);
-}
+/** A waiting shopper hears the place again at most once a minute. */
+const POSITION_EVERY_MS = 60_000;
 
-function forgetReservation(thenPoll) {
-  store.del(reservationKey());
-  state.reservation = null;
-  if (thenPoll) start();
-}
-
-function showConfirmed(orderId) {
-  stopPolling();
-  show('confirmed');
-  note('order-id', orderId);
-}
-
-$('pay-go').addEventListener('click', async () => {
-  const r = state.reservation;
-  if (!r) return;
-  $('pay-go').disabled = true;
-  note('reserved-note', 'Paying…');
-  // The demo's payment: a made-up reference. Confirming again returns the
-  // same order, so retries are safe.
-  const ref = r.paymentRef || (r.paymentRef = `demo-pay-${newKey().slice(0, 12)}`);
-  const a = await retrying(() => api.confirm(r.id, ref), {
-    onRetry: (_, ms) => note('reserved-note', `The shop is busy; trying again in ${Math.ceil(ms / 1000)} s.`),
-  });
-  if (a.ok) {
-    store.set(reservationKey(), JSON.stringify({ id: r.id, quantity: r.quantity }));
-    return showConfirmed(a.body.orderId);
-  }
-  if (a.code === 'reservation_expired') { forgetReservation(false); return show('expired'); }
-  if (a.code === 'reservation_cancelled') { forgetReservation(false); return show('cancelled'); }
-  if (a.code === 'unauthenticated') return signOut('Your sign-in has expired. Please sign in again.');
-  note('reserved-note', a.message || 'The payment did not go through; try again.');
-  $('pay-go').disabled = false;
-  return undefined;
-});
-
-// Releasing a hold takes two taps: the button is where a thumb rests.
-$('cancel-go').addEventListener('click', async () => {
-  const r = state.reservation;
-  if (!r) return;
-  const button = $('cancel-go');
-  if (!r.confirmRelease) {
-    r.confirmRelease = true;
-    button.textContent = 'Tap again to release it';
-    setTimeout(() => { r.confirmRelease = false; button.textContent = 'Release this hold'; }, 5000);
+/** focusFor moves focus where the shopper acts next, or keeps it from being lost. */
+function focusFor(view) {
+  const target = { admitted: 'reserve-go', reserved: $('pay-go') ? 'pay-go' : 'checkout-go' }[view];
+  const el = target && $(target);
+  if (el && !el.hidden) {
+    el.focus();
     return;
   }
-  const a = await retrying(() => api.cancel(r.id));
-  if (a.ok) { forgetReservation(false); return show('cancelled'); }
-  if (a.code === 'reservation_expired') { forgetReservation(false); return show('expired'); }
-  note('reserved-note', a.message || 'The hold could not be released; try again.');
-  return undefined;
-});
-
-$('expired-back').addEventListener('click', () => start());
-$('error-retry').addEventListener('click', () => boot());
-
-// ---- start ---------------------------------------------------------------
-
-async function boot() {
-  stopPolling();
-  show('loading');
-  if (!sku) return fail('This address names no sale.');
-  if (!(await loadSale())) return undefined;
-  if (!state.jwt) {
-    const jwt = initialJwt();
-    if (!jwt || !signIn(jwt)) return showSignIn(jwt ? 'The saved sign-in was not a shopper token.' : '');
+  // Focus that went away with the old view (a button the shopper used)
+  // goes to the new view's heading, not back to the top of the page.
+  const active = document.activeElement;
+  const lost = active && active !== document.body && active.closest('[hidden]');
+  if (lost) {
+    const h = document.querySelector(`section.view[data-view="${view}"] h2`);
+    if (h) h.focus({ preventScroll: true });
   }
-  return start();
 }
 
-boot();
+function renderTitle() {
+  if (!ui.m) return;
+  const title = saleTitle();
+  const s = ui.state;
+  let text = t('app.title', { title });
+  switch (s.view) {
+    case 'scheduled':
+      text = t('title.scheduled', { clock: clock(remaining('open-countdown')), title });
+      break;
+    case 'waiting':
+      text = t('title.waiting', { position: s.position, title });
+      break;
+    case 'admitted':
+      text = t('title.turn', { clock: clock(remaining('admission-countdown')) });
+      break;
+    case 'reserved':
+      text = t('title.reserved', { clock: clock(remaining('hold-countdown')) });
+      break;
+    case 'sold_out':
+      text = t('title.soldOut', { title });
+      break;
+    case 'confirmed':
+      text = t('title.confirmed', { title });
+      break;
+  }
+  if (document.title !== text) document.title = text;
+}
+
+/** tick moves the countdowns on, and says the milestones of the turn and the hold. */
+function tick() {
+  if (!ui.m) return;
+  const s = ui.state;
+  const ids = { scheduled: 'open-countdown', admitted: 'admission-countdown', reserved: 'hold-countdown' };
+  const id = ids[s.view];
+  if (id) {
+    const left = remaining(id);
+    $(id).textContent = clock(left);
+    const marks = s.view === 'admitted' ? [60, 30] : s.view === 'reserved' ? [300, 60] : [];
+    for (const mark of marks) {
+      if (left <= mark && left > mark - 5 && !ui.milestones.has(mark)) {
+        ui.milestones.add(mark);
+        announce(t(s.view === 'admitted' ? 'announce.turnLeft' : 'announce.holdLeft', { duration: ui.m.duration(mark) }));
+      }
+    }
+  }
+  if (s.view === 'waiting' && performance.now() - ui.lastAnnounce > POSITION_EVERY_MS && ui.lastPosition !== s.position) {
+    ui.lastAnnounce = performance.now();
+    ui.lastPosition = s.position;
+    announce(t('announce.waiting', { position: s.position, wait: s.wait === null ? '–' : ui.m.wait(s.wait) }));
+  }
+  renderTitle();
+}
+setInterval(tick, 250);
+
+// ---- alerts ----------------------------------------------------------------------
+
+function renderAlerts() {
+  const on = alerts.enabled;
+  $('alerts-go').hidden = on;
+  $('alerts-note').hidden = !on;
+  $('alerts-note').textContent = on ? t(alerts.notifications() ? 'alerts.on' : 'alerts.soundOnly') : '';
+}
+
+$('alerts-go').addEventListener('click', async () => {
+  await alerts.enable();
+  renderAlerts();
+});
+
+// ---- the shopper's actions ------------------------------------------------------
+
+if ($('demo-go')) $('demo-go').addEventListener('click', () => room.signInDemo($('demo-name').value));
+if ($('jwt-go')) $('jwt-go').addEventListener('click', () => room.signInWith($('jwt-input').value));
+$('sign-out').addEventListener('click', () => room.signOut());
+$('register-go').addEventListener('click', () => {
+  $('register-go').disabled = true;
+  room.register();
+});
+$('reserve-go').addEventListener('click', () => {
+  $('reserve-go').disabled = true;
+  room.reserve(Number($('quantity').value || 1));
+});
+if ($('pay-go')) $('pay-go').addEventListener('click', () => room.pay());
+
+// Releasing a hold takes two taps: the button is where a thumb rests.
+function disarmRelease() {
+  clearTimeout(ui.releaseArmed);
+  ui.releaseArmed = 0;
+  $('cancel-go').textContent = t('reserved.release');
+}
+$('cancel-go').addEventListener('click', () => {
+  if (!ui.releaseArmed) {
+    $('cancel-go').textContent = t('reserved.releaseConfirm');
+    ui.releaseArmed = setTimeout(disarmRelease, 5000);
+    return;
+  }
+  disarmRelease();
+  room.release();
+});
+$('expired-back').addEventListener('click', () => room.start());
+$('error-retry').addEventListener('click', () => room.boot());
+
+// ---- start -----------------------------------------------------------------------
+
+/** The JWT from the address's fragment (#jwt=…), from the shop's sign-in. */
+function fragmentJwt() {
+  const m = /(?:^|[#&])jwt=([^&]+)/.exec(location.hash);
+  if (!m) return undefined;
+  // Keep the token out of the address bar (and out of screenshots and
+  // shared links) once it is stored.
+  history.replaceState(null, '', location.pathname + location.search);
+  return decodeURIComponent(m[1]);
+}
+
+async function main() {
+  for (const lang of LANGUAGES) $('lang').append(new Option(languageName(lang), lang));
+  ui.fallback = await loadCatalog('en');
+  const stored = browserStorage.get(LANG_KEY);
+  const lang = LANGUAGES.includes(stored) ? stored : negotiate(navigator.languages || [navigator.language]);
+  await useLanguage(lang);
+  room.boot(fragmentJwt());
+}
+
+main();

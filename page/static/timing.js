@@ -67,23 +67,6 @@ export function clock(seconds) {
 }
 
 /**
- * roughly says a wait in words, rounded up: estimates are meant to be
- * conservative, and a page that promises less than it delivers keeps
- * people calm.
- */
-export function roughly(seconds) {
-  const s = Math.max(0, Math.ceil(seconds));
-  if (s < 60) return 'under a minute';
-  if (s < 3600) {
-    const m = Math.ceil(s / 60);
-    return `about ${m} minute${m === 1 ? '' : 's'}`;
-  }
-  const h = Math.floor(s / 3600);
-  const m = Math.ceil((s % 3600) / 60 / 5) * 5;
-  return `about ${h} h ${m ? `${m} min` : ''}`.trim();
-}
-
-/**
  * newKey returns a fresh random Idempotency-Key: 128 bits as hex, from
  * crypto.getRandomValues (which, unlike crypto.randomUUID, works outside
  * secure contexts too).

@@ -58,7 +58,7 @@ test('routes, headers and bodies follow the contract', async () => {
   assert.deepEqual(lines, [
     'GET /sale/a%20b',
     'GET /sale/a%20b/ticket',
-    'GET /sale/a%20b/status?token=tok%2B%2F%3D',
+    'GET /sale/a%20b/status',
     'POST /sale/a%20b/register',
     'POST /sale/a%20b/admission',
     'POST /sale/a%20b/reserve',
@@ -68,6 +68,11 @@ test('routes, headers and bodies follow the contract', async () => {
   ]);
   assert.equal(requests[0].headers.Authorization, undefined, 'the sale view needs no sign-in');
   assert.equal(requests[1].headers.Authorization, 'Bearer JWT');
+  assert.equal(requests[2].headers['X-Ticket'], 'tok+/=', 'the ticket travels in a header, not the URL');
+  assert.equal(requests[2].headers.Authorization, 'Bearer JWT', 'a poll carries its owner\'s JWT');
+  // The ticket travels in X-Ticket (the query carries it too, until every
+  // server reads the header).
+  assert.equal(requests[2].headers['X-Ticket'], 'tok+/=');
   assert.deepEqual(JSON.parse(requests[4].body), { token: 'tok', salt: 'salt', nonce: '42' });
   assert.equal(requests[5].headers['X-Admission-Token'], 'adm');
   assert.equal(requests[5].headers['Idempotency-Key'], 'key-1');

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"go.yaml.in/yaml/v4"
+
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // The deployment shipped in deploy/ (issue 19): the compose file loads with
@@ -239,18 +242,29 @@ func TestHAProxyConfig(t *testing.T) {
 			t.Errorf("backend %s has no health check on /readyz", b)
 		}
 	}
-	if _, err := exec.LookPath("haproxy"); err != nil {
-		t.Logf("haproxy is not installed: the file's syntax is not checked here")
+	check(t, "haproxy", "-c", "-f", cfgPath)
+}
+
+// check runs a tool's own check of a file of deploy/, where the tool is
+// installed; under CI (which installs it) its absence is a failure.
+func check(t *testing.T, tool string, args ...string) {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err != nil {
+		if testenv.InCI() {
+			t.Fatalf("%s is not installed (CI=true: .ci/run installs it)", tool)
+		}
+		t.Logf("%s is not installed: %s %v is not run", tool, tool, args)
 		return
 	}
-	out, err := exec.Command("haproxy", "-c", "-f", cfgPath).CombinedOutput()
+	out, err := exec.Command(tool, args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("haproxy -c -f %s: %v\n%s", cfgPath, err, out)
+		t.Fatalf("%s %v: %v\n%s", tool, args, err, out)
 	}
 }
 
 // Prometheus scrapes every flashsale service on its --metrics-addr port,
-// and loads the rules file the compose file mounts.
+// and loads the rules file the compose file mounts beside its
+// configuration; promtool accepts the configuration where it is installed.
 func TestPrometheusConfig(t *testing.T) {
 	p, err := loadCompose(t, exampleEnv(t))
 	if err != nil {
@@ -281,9 +295,22 @@ func TestPrometheusConfig(t *testing.T) {
 		}
 		return false
 	}
+	var configAt string
+	for _, v := range prom.Volumes {
+		if strings.HasSuffix(v.Source, filepath.Join("prometheus", "prometheus.yml")) {
+			configAt = v.Target
+		}
+	}
+	if configAt == "" || !slices.Contains([]string(prom.Command), "--config.file="+configAt) {
+		t.Fatalf("prometheus does not run with deploy/prometheus/prometheus.yml (mounted at %q): %q", configAt, prom.Command)
+	}
 	for _, r := range cfg.RuleFiles {
-		if !mounted(r) {
-			t.Errorf("prometheus.yml loads %s, which compose.yaml does not mount", r)
+		in := r
+		if !filepath.IsAbs(r) {
+			in = path.Join(path.Dir(configAt), r)
+		}
+		if !mounted(in) {
+			t.Errorf("prometheus.yml loads %s (%s), which compose.yaml does not mount", r, in)
 		}
 	}
 	scraped := map[string]bool{}
@@ -306,4 +333,5 @@ func TestPrometheusConfig(t *testing.T) {
 			t.Errorf("Prometheus does not scrape %s", name)
 		}
 	}
+	check(t, "promtool", "check", "config", filepath.Join(deployDir, "prometheus", "prometheus.yml"))
 }

@@ -168,8 +168,8 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 	return s, nil
 }
 
-// read reads the SKU's sale from the record (from) and caches what it found: the
-// sale, or nil for a SKU without one.
+// read reads the SKU's sale from the record (from) and caches what it
+// found: the sale, or nil for a SKU without one.
 func (c *Catalog) read(ctx context.Context, from flashsale.SaleStore, sku string) (*flashsale.Sale, error) {
 	seq := c.seq.Add(1)
 	s, err := from.SaleBySKU(ctx, sku)

@@ -21,7 +21,7 @@ import (
 // so a store passes a Display as a query argument and scans into one.
 type Display struct {
 	Title       string `json:"title,omitempty"`
-	Description string `json:"description,omitempty"`
+	Description string `json:"description,omitempty" text:"multiline"`
 	ImageURL    string `json:"imageUrl,omitempty"`
 	PriceText   string `json:"priceText,omitempty"`
 	// ShopURL is where the page sends a shopper after the sale (an order

@@ -67,6 +67,9 @@ func newHarness(t *testing.T, b backend, tweak ...func(*engine.Config)) *harness
 		GateTimeout:   5 * time.Second,
 		RecordTimeout: 30 * time.Second,
 		MaxInFlight:   4096,
+		// The tests send the instrument in the reserve body, as a
+		// storefront the server trusts would (--trust-client-instrument).
+		TrustClientInstrument: true,
 	}
 	if b.postgres {
 		cfg.DatabaseURL = testenv.Postgres(t)

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"github.com/flashsale/flashsale"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -36,8 +37,16 @@ func TestPauseCause(t *testing.T) {
 }
 
 // failClosedCall finds the engine's own pauses in the source: a reason
-// given to FailClosed (or to the watcher's Pause) as a string literal.
-var failClosedCall = regexp.MustCompile(`(?:FailClosed|cfg\.Pause)\([^"\n]*"([^"]+)"`)
+// given to FailClosed (or to the watcher's Pause) as a string literal, or
+// as one of the root package's PauseGate constants.
+var failClosedCall = regexp.MustCompile(`(?:FailClosed|cfg\.Pause)\([^"\n]*?(?:"([^"]+)"|flashsale\.(PauseGate\w+))`)
+
+// pauseConstants are the root package's pause reasons, by name.
+var pauseConstants = map[string]string{
+	"PauseGateUnreachable": flashsale.PauseGateUnreachable,
+	"PauseGateLost":        flashsale.PauseGateLost,
+	"PauseGateNoCounter":   flashsale.PauseGateNoCounter,
+}
 
 // Every reason the engine pauses a sale with is classified as the
 // engine's, never as an operator's: a new FailClosed reason that
@@ -56,8 +65,16 @@ func TestEveryEnginePauseHasACause(t *testing.T) {
 		}
 		for _, m := range failClosedCall.FindAllStringSubmatch(string(b), -1) {
 			n++
-			if PauseCause(m[1]) == CauseOperator {
-				t.Errorf("%s: FailClosed(%q) is classified as an operator's pause", path, m[1])
+			reason := m[1]
+			if m[2] != "" {
+				var ok bool
+				if reason, ok = pauseConstants[m[2]]; !ok {
+					t.Errorf("%s: FailClosed(flashsale.%s): a pause reason this test does not know", path, m[2])
+					continue
+				}
+			}
+			if PauseCause(reason) == CauseOperator {
+				t.Errorf("%s: FailClosed(%q) is classified as an operator's pause", path, reason)
 			}
 		}
 		return nil

@@ -117,7 +117,8 @@ func printableASCII(s string) bool {
 // cleanStrings returns the JSON name of the first string in v (a decoded
 // body) that is not clean text (flashsale.CleanString), or "" when all
 // are. It walks every exported field, element and map entry, so a field
-// added to a body later is covered without a word here.
+// added to a body later is covered without a word here. A string field
+// tagged text:"multiline" may also hold line feeds.
 func cleanStrings(v reflect.Value, name string) string {
 	switch v.Kind() {
 	case reflect.Pointer, reflect.Interface:
@@ -145,7 +146,16 @@ func cleanStrings(v reflect.Value, name string) string {
 			} else if name != "" {
 				field = name + "." + field
 			}
-			if bad := cleanStrings(v.Field(i), field); bad != "" {
+			fv := v.Field(i)
+			if f.Tag.Get("text") == "multiline" && fv.Kind() == reflect.String {
+				// Text a person writes in paragraphs (a product's
+				// description): line feeds are its own, nothing else.
+				if !flashsale.CleanString(strings.ReplaceAll(fv.String(), "\n", "")) {
+					return field
+				}
+				continue
+			}
+			if bad := cleanStrings(fv, field); bad != "" {
 				return bad
 			}
 		}

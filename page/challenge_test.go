@@ -60,7 +60,9 @@ func (p *powStandIn) handler() http.Handler {
 		p.polls = append(p.polls, time.Now())
 		n := len(p.polls)
 		p.mu.Unlock()
-		if r.URL.Query().Get("token") != "ticket-1" {
+		if r.Header.Get("X-Ticket") != "ticket-1" || r.URL.Query().Has("token") || r.Header.Get("Authorization") == "" {
+			// The page sends the ticket in X-Ticket, with its owner's
+			// sign-in, and never in the URL.
 			reply(w, 401, map[string]any{"error": map[string]string{"code": "invalid_token", "message": "no"}})
 			return
 		}

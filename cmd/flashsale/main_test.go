@@ -144,7 +144,10 @@ func TestServeSaleAndShutdown(t *testing.T) {
 	var ids []string
 	for _, key := range []string{"k1"} {
 		_, tk := call(t, "GET", base+"/sale/cli-shoe/ticket", auth, "")
-		_, st := call(t, "GET", base+"/sale/cli-shoe/status?token="+tk["token"].(string), nil, "")
+		stCode, st := call(t, "GET", base+"/sale/cli-shoe/status?token="+tk["token"].(string), nil, "")
+		if st["admissionToken"] == nil {
+			t.Fatalf("status: %d %v", stCode, st)
+		}
 		code, res := call(t, "POST", base+"/sale/cli-shoe/reserve", map[string]string{"Authorization": "Bearer " + jwt,
 			"X-Admission-Token": st["admissionToken"].(string), "Idempotency-Key": key}, "")
 		if code != 201 {

@@ -1,6 +1,12 @@
 // Package catalog keeps the sales the funnel reads on every request in
 // memory, refreshed from the record at most every TTL, so that a request the
 // funnel rejects costs no record statement.
+//
+// With several servers on one record, a change made through one server
+// reaches the others' catalogs when they are told of it (Refresh, which
+// the engine calls for each notification PostgreSQL delivers, see
+// postgres.SaleListener), and in any case within the TTL (a sale cached)
+// or the listing's age (a SKU never seen).
 package catalog
 
 import (
@@ -18,13 +24,16 @@ import (
 )
 
 // DefaultTTL is how stale a cached sale may be. A pause made by this process
-// is seen at once (Put); one made by another process within DefaultTTL, and
-// the gate's own paused flag stops reserves meanwhile.
+// is seen at once (Put); one made by another process as soon as its
+// notification arrives (Refresh), or within DefaultTTL if it never does,
+// and the gate's own paused flag stops reserves meanwhile.
 const DefaultTTL = 250 * time.Millisecond
 
 // Catalog is a read-through cache of sales by SKU. Safe for concurrent use.
 type Catalog struct {
-	store  flashsale.SaleStore
+	store flashsale.SaleStore
+	// reader is what Refresh and Relist read (Config.Reader).
+	reader flashsale.SaleStore
 	ttl    time.Duration
 	now    func() time.Time
 	logger *slog.Logger
@@ -46,6 +55,13 @@ type Catalog struct {
 	// listed is the SKUs of every sale, from the last read of them all
 	// (Active, which the background services call every round).
 	listed atomic.Pointer[listing]
+	// seq orders the reads of the record: each fill, Refresh and Put
+	// takes the next number before it reads (or, for Put, after the
+	// write it reports committed), and an entry is never replaced by one
+	// of a lower number, so a read that began before a change cannot
+	// undo what a read begun after it found. floor is the number below
+	// which nothing is cached any more (Relist).
+	seq, floor atomic.Uint64
 }
 
 // listing is the SKUs of every sale in the record, as one read of them
@@ -60,8 +76,9 @@ type listing struct {
 // listing younger than this, has no sale, and is answered so without a
 // lookup. Anyone may ask for any SKU, and each lookup takes a connection
 // of the background pool the sweeper and the invariant watcher need. A
-// sale created by another server is found once the next round lists it
-// (every second, with the warmer's default interval).
+// sale created by another server is found as soon as its notification
+// arrives (Refresh), and without one once the next round lists it (every
+// second, with the warmer's default interval).
 const ListingFresh = 2 * time.Second
 
 // minPrune is the fewest entries of absent SKUs worth a pruning pass.
@@ -70,6 +87,8 @@ const minPrune = 1024
 type entry struct {
 	sale    *flashsale.Sale // nil: the SKU has no sale
 	fetched time.Time
+	// seq is the number its read took (Catalog.seq).
+	seq uint64
 }
 
 // Config configures a Catalog. Zero fields take defaults.
@@ -77,6 +96,11 @@ type Config struct {
 	TTL    time.Duration
 	Now    func() time.Time
 	Logger *slog.Logger
+	// Reader, when set, is the record Refresh and Relist read from, apart
+	// from the store BySKU and Active read: a connection of their own, so
+	// that news of a change made elsewhere never waits for one behind the
+	// background work. Default: the store.
+	Reader flashsale.SaleStore
 }
 
 // New returns a Catalog over store.
@@ -90,7 +114,10 @@ func New(store flashsale.SaleStore, cfg Config) *Catalog {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Catalog{store: store, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger, pruneAt: minPrune}
+	if cfg.Reader == nil {
+		cfg.Reader = store
+	}
+	return &Catalog{store: store, reader: cfg.Reader, ttl: cfg.TTL, now: cfg.Now, logger: cfg.Logger, pruneAt: minPrune}
 }
 
 // BySKU returns the SKU's sale, from memory when it is fresh enough. The
@@ -125,16 +152,7 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 	v, err, _ := c.group.Do(sku, func() (any, error) {
 		// A fill shared by every request: its call to the record is the
 		// background's, not the request's that found the entry old.
-		s, err := c.store.SaleBySKU(tally.Detach(context.WithoutCancel(ctx)), sku)
-		switch {
-		case errors.Is(err, flashsale.ErrNotFound):
-			c.put(sku, entry{fetched: c.now()})
-			return (*flashsale.Sale)(nil), nil
-		case err != nil:
-			return nil, err
-		}
-		c.put(sku, entry{sale: s, fetched: c.now()})
-		return s, nil
+		return c.read(tally.Detach(context.WithoutCancel(ctx)), c.store, sku)
 	})
 	if err != nil {
 		if ok && e.sale != nil {
@@ -150,6 +168,105 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 	return s, nil
 }
 
+// read reads the SKU's sale from the record (from) and caches what it
+// found: the sale, or nil for a SKU without one.
+func (c *Catalog) read(ctx context.Context, from flashsale.SaleStore, sku string) (*flashsale.Sale, error) {
+	seq := c.seq.Add(1)
+	s, err := from.SaleBySKU(ctx, sku)
+	switch {
+	case errors.Is(err, flashsale.ErrNotFound):
+		c.put(sku, entry{fetched: c.now(), seq: seq})
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	c.put(sku, entry{sale: s, fetched: c.now(), seq: seq})
+	return s, nil
+}
+
+// Refresh reads the SKU's sale from the record now, because it has changed
+// (another server wrote it): the next BySKU answers what this read found,
+// however fresh the cached entry was. A read begun before the change
+// cannot overwrite it. If the record does not answer, the cached entry is
+// kept but counts as old, so the next BySKU asks the record again (and
+// serves it, stale, only if the record still does not answer); the error
+// is returned.
+func (c *Catalog) Refresh(ctx context.Context, sku string) error {
+	if !flashsale.ValidSKU(sku) {
+		return nil
+	}
+	if _, err := c.read(ctx, c.reader, sku); err != nil {
+		c.expire(sku)
+		return err
+	}
+	return nil
+}
+
+// Relist reads every sale from the record again, after a time in which
+// changes may have gone unheard (a notification connection that broke):
+// every cached entry counts as old from now on, and the listing of every
+// sale is renewed. It returns the record's error, after which the entries
+// count as old all the same.
+func (c *Catalog) Relist(ctx context.Context) error {
+	seq := c.seq.Add(1)
+	began := c.now()
+	all, err := c.reader.Sales(ctx)
+	c.expireAll(seq)
+	if err != nil {
+		return err
+	}
+	c.list(all, began)
+	return nil
+}
+
+// expire makes the SKU's entry old, keeping its sale for when the record
+// does not answer.
+func (c *Catalog) expire(sku string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.bySKU.Load(sku)
+	if !ok {
+		return
+	}
+	e := v.(entry)
+	if e.sale == nil {
+		c.bySKU.Delete(sku)
+		c.absent--
+	} else {
+		e.fetched = time.Time{}
+		c.bySKU.Store(sku, e)
+	}
+	c.gen.Add(1)
+}
+
+// expireAll makes every entry read before seq old, and has nothing read
+// before seq cached from now on.
+func (c *Catalog) expireAll(seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		f := c.floor.Load()
+		if f >= seq || c.floor.CompareAndSwap(f, seq) {
+			break
+		}
+	}
+	c.listed.Store(nil)
+	c.bySKU.Range(func(k, v any) bool {
+		e := v.(entry)
+		switch {
+		case e.seq >= seq:
+		case e.sale == nil:
+			c.bySKU.Delete(k)
+			c.absent--
+		default:
+			e.fetched = time.Time{}
+			c.bySKU.Store(k, e)
+		}
+		return true
+	})
+	c.gen.Add(1)
+}
+
 // Known reports whether the SKU's sale is in the cache, however old,
 // without asking the record: whether the SKU names a sale this process
 // has served.
@@ -162,7 +279,7 @@ func (c *Catalog) Known(sku string) bool {
 // written it. A copy is kept, so the caller may go on using s.
 func (c *Catalog) Put(s *flashsale.Sale) {
 	cp := *s
-	c.put(s.SKU, entry{sale: &cp, fetched: c.now()})
+	c.put(s.SKU, entry{sale: &cp, fetched: c.now(), seq: c.seq.Add(1)})
 }
 
 // Forget drops the SKU from the cache, so the next read goes to the record.
@@ -186,8 +303,18 @@ func (c *Catalog) Generation() uint64 { return c.gen.Load() }
 func (c *Catalog) put(sku string, e entry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if e.seq < c.floor.Load() {
+		// Read before a Relist made everything old: it may be older
+		// than what the relist stands for.
+		return
+	}
 	if v, ok := c.bySKU.Load(sku); ok {
 		old := v.(entry)
+		if old.seq > e.seq {
+			// A read begun later already answered: this one may predate
+			// a change that one saw.
+			return
+		}
 		// Never replace a newer version with an older one read
 		// concurrently.
 		if old.sale != nil && e.sale != nil && old.sale.ID == e.sale.ID && old.sale.Version > e.sale.Version {
@@ -227,12 +354,14 @@ func (c *Catalog) pruneAbsent(now time.Time) {
 // watcher, warmer) call it once per round, not per request. The read
 // also renews the listing BySKU consults for SKUs it has never seen.
 func (c *Catalog) Active(ctx context.Context) ([]*flashsale.Sale, error) {
+	seq := c.seq.Add(1)
 	began := c.now()
 	all, err := c.store.Sales(ctx)
 	if err != nil {
 		return nil, err
 	}
 	c.list(all, began)
+	c.forgetAbsent(all, seq)
 	now := c.now()
 	active := all[:0]
 	for _, s := range all {
@@ -241,6 +370,23 @@ func (c *Catalog) Active(ctx context.Context) ([]*flashsale.Sale, error) {
 		}
 	}
 	return active, nil
+}
+
+// forgetAbsent drops the entries that say a SKU of all has no sale, read
+// before seq: the sale was created since (by another server, whose
+// notification has not come, or never will), and the next BySKU finds it.
+func (c *Catalog) forgetAbsent(all []*flashsale.Sale, seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range all {
+		if v, ok := c.bySKU.Load(s.SKU); ok {
+			if e := v.(entry); e.sale == nil && e.seq < seq {
+				c.bySKU.Delete(s.SKU)
+				c.absent--
+				c.gen.Add(1)
+			}
+		}
+	}
 }
 
 // list keeps all as the listing of every sale, read from began on,

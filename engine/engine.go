@@ -253,6 +253,11 @@ type Engine struct {
 	Tokens       *token.Keyring
 	Shoppers     *identity.Verifier
 	Catalog      *catalog.Catalog
+	// SaleListener, on PostgreSQL, hears every change to a sale that any
+	// server commits and reads it into Catalog at once, so that a fleet
+	// of origins answers as one (see catalog.Catalog.Refresh); nil on
+	// SQLite, whose one process writes every change itself.
+	SaleListener *postgres.SaleListener
 	Control      *control.Service
 	Purchase     *purchase.Service
 	Room         *waitroom.Room
@@ -293,9 +298,15 @@ type Engine struct {
 	// sharded is the Redis gate, which splits sales over shards.
 	sharded *fsredis.ShardedGate
 
+	// saleReader is the record the catalog reads a sale from when told it
+	// changed, and the gate a new sale's shards from: reads a request or
+	// the news of a change waits on, a few per sale. On PostgreSQL a pool
+	// of one connection of its own; nil on SQLite.
+	saleReader flashsale.Store
+
 	// calls counts the calls to the record, on the purchase path's pool
 	// and on the background work's.
-	calls [2]*tally.Store
+	calls [3]*tally.Store
 
 	closers []func() error
 	// relayStore is the record as the relay uses it: for PostgreSQL, a
@@ -362,8 +373,12 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	}
 	// Every call to the record is counted: per request by the HTTP layer,
 	// and apart for the background work (flashsale_record_calls_*).
-	e.calls = [2]*tally.Store{tally.Wrap(e.Store), tally.Wrap(e.Background)}
+	e.calls[0], e.calls[1] = tally.Wrap(e.Store), tally.Wrap(e.Background)
 	e.Store, e.Background = e.calls[0], e.calls[1]
+	if e.saleReader != nil {
+		e.calls[2] = tally.Wrap(e.saleReader)
+		e.saleReader = e.calls[2]
+	}
 	e.Metrics.BackgroundRecordCalls(func() float64 {
 		_, background := e.RecordCalls()
 		return float64(background)
@@ -387,7 +402,20 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	restockBackground := give(e.Background)
 
 	logger := cfg.Logger
-	e.Catalog = catalog.New(e.Background, catalog.Config{Now: cfg.Now, Logger: logger})
+	e.Catalog = catalog.New(e.Background, catalog.Config{Now: cfg.Now, Logger: logger, Reader: e.saleReader})
+	if cfg.DatabaseURL != "" {
+		e.SaleListener = postgres.NewSaleListener(postgres.ListenConfig{URL: cfg.DatabaseURL, Logger: logger,
+			Changed: func(ctx context.Context, c postgres.SaleChange) {
+				if err := e.Catalog.Refresh(ctx, c.SKU); err != nil {
+					logger.Warn("catalog: read a sale another server changed", "sku", c.SKU, "err", err)
+				}
+			},
+			Relist: func(ctx context.Context) {
+				if err := e.Catalog.Relist(ctx); err != nil {
+					logger.Warn("catalog: read every sale again after the sale listener reconnected", "err", err)
+				}
+			}})
+	}
 	e.Control = control.New(control.Config{Store: e.Background, Gate: e.Gate, Restock: restockBackground, Catalog: e.Catalog, Now: cfg.Now,
 		Source: cfg.Source, Logger: logger, Metrics: e.Metrics})
 	e.Warmer = control.NewWarmer(e.Control, control.WarmerConfig{Lead: cfg.WarmLead, Interval: cfg.WarmInterval})
@@ -588,6 +616,16 @@ func (e *Engine) openStore(ctx context.Context) error {
 		e.Background = bg
 		e.closers = append(e.closers, bg.Close)
 		e.Metrics.RecordPool("background", poolStat(bg))
+		// The catalog's reads of a sale another server changed take a
+		// connection of their own: behind the background work's rounds
+		// in its pool, news of a pause waited up to a few hundred
+		// milliseconds on a busy machine (BenchmarkFleetPropagation).
+		sr, err := st.Sibling(ctx, 1)
+		if err != nil {
+			return fmt.Errorf("open the catalog's PostgreSQL connection: %w", err)
+		}
+		e.saleReader = sr
+		e.closers = append(e.closers, sr.Close)
 		if cfg.EventsSink != "none" {
 			conns := cfg.OutboxMaxConns
 			if conns <= 0 {
@@ -859,7 +897,14 @@ func (e *Engine) openGate(ctx context.Context) error {
 	e.sharded = fsredis.NewSharded(fsredis.ShardedConfig{
 		Config: fsredis.Config{Client: client, Prefix: cfg.RedisPrefix, Now: cfg.Now},
 		Shards: func(ctx context.Context, saleID string) (int, error) {
-			sale, err := e.Background.Sale(ctx, saleID)
+			// A request waits on this read (the first snapshot of a sale
+			// new to this server): it takes the catalog's connection, not
+			// a turn behind the background work.
+			st := e.Background
+			if e.saleReader != nil {
+				st = e.saleReader
+			}
+			sale, err := st.Sale(ctx, saleID)
 			if err != nil {
 				return 0, err
 			}
@@ -958,13 +1003,16 @@ func redisName(role, prefix string) string {
 }
 
 // Start runs the background services until Stop or ctx ends: at an edge
-// the snapshot fetcher; at the origin the warmer, the retirer, the drawer,
-// the pacer, the sweeper, the invariant watcher and (on Redis) the
-// rebalancer.
+// the snapshot fetcher; at the origin (on PostgreSQL) the sale listener,
+// the warmer, the retirer, the drawer, the pacer, the sweeper, the
+// invariant watcher and (on Redis) the rebalancer.
 func (e *Engine) Start(ctx context.Context) {
 	if e.Edge != nil {
 		e.Edge.Start(ctx)
 		return
+	}
+	if e.SaleListener != nil {
+		e.SaleListener.Start(ctx)
 	}
 	e.Warmer.Start(ctx)
 	e.Retirer.Start(ctx)
@@ -1000,6 +1048,9 @@ func (e *Engine) Stop() {
 	e.Drawer.Stop()
 	e.Retirer.Stop()
 	e.Warmer.Stop()
+	if e.SaleListener != nil {
+		e.SaleListener.Stop()
+	}
 }
 
 // CloseStreams ends the server's open live streams (the operator's

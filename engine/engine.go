@@ -604,6 +604,19 @@ func (e *Engine) openStore(ctx context.Context) error {
 		}
 		e.Store = st
 		e.closers = append(e.closers, st.Close)
+		if cfg.RedisURL == "" {
+			// The in-process gate is this process's own counter of the
+			// stock: a second server keeping one over the same record
+			// would sell the stock twice. Refuse it rather than oversell.
+			release, err := st.ClaimSoleWriter(ctx, "in-process gate")
+			if errors.Is(err, postgres.ErrNotSoleWriter) {
+				return errors.New("--redis-url: another server keeps its stock gate in process over this PostgreSQL; servers that share a record must share the gate in Redis (give each --redis-url)")
+			}
+			if err != nil {
+				return fmt.Errorf("--database-url: PostgreSQL at %s: %w", hostOf(cfg.DatabaseURL), err)
+			}
+			e.closers = append(e.closers, release)
+		}
 		e.Metrics.RecordPool("purchase", poolStat(st))
 		conns := cfg.BackgroundMaxConns
 		if conns <= 0 {

@@ -6,11 +6,13 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
+	"github.com/flashsale/flashsale/internal/testenv"
 )
 
 // restart stops the harness's engine as serve does on SIGTERM (the HTTP
@@ -222,4 +224,37 @@ func (h *harness) gateHolds(sku string) []string {
 	}
 	slices.Sort(ids)
 	return ids
+}
+
+// TestOneInProcessGatePerRecord: the in-process gate is the only counter
+// of the stock, which is what lets it be rebuilt from the record at start.
+// A second server keeping its own gate over the same PostgreSQL would
+// count the same stock twice, so it is refused at start, with the flag to
+// change; once the first stops, a server may take its place.
+func TestOneInProcessGatePerRecord(t *testing.T) {
+	dbURL := testenv.Postgres(t)
+	open := func() (*engine.Engine, error) {
+		return engine.Open(context.Background(), engine.Config{
+			DataDir: t.TempDir(), DatabaseURL: dbURL, Source: "test-server",
+		})
+	}
+	first, err := open()
+	if err != nil {
+		t.Fatalf("open the first server: %v", err)
+	}
+	second, err := open()
+	if err == nil {
+		second.Close()
+		first.Close()
+		t.Fatal("a second in-process gate over the same PostgreSQL was opened")
+	}
+	if !strings.Contains(err.Error(), "--redis-url") {
+		t.Fatalf("the refusal %q does not say which flag to change", err)
+	}
+	first.Close()
+	third, err := open()
+	if err != nil {
+		t.Fatalf("open a server after the first stopped: %v", err)
+	}
+	third.Close()
 }

@@ -84,7 +84,8 @@ func Open(ctx context.Context, cfg Config) (*Sink, error) {
 	}
 	nc, err := nats.Connect(cfg.URL, nats.Name(cfg.Name), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: connect to %s: %w", cfg.URL, err)
+		// Not the URL: it may carry a user and password, and errors reach logs.
+		return nil, fmt.Errorf("jetstream: connect: %w", err)
 	}
 	stream, err := js.New(nc)
 	if err != nil {

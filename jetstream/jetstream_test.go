@@ -118,3 +118,16 @@ func TestPublishWithoutAnAnswer(t *testing.T) {
 		t.Fatalf("Publish with no acknowledgement = %v, want an error", errs)
 	}
 }
+
+// TestOpenErrorKeepsTheURLsSecret: a NATS URL may carry a user and
+// password, and the error of a failed connection reaches the logs and
+// the command line, so it never repeats the URL.
+func TestOpenErrorKeepsTheURLsSecret(t *testing.T) {
+	_, err := Open(t.Context(), Config{URL: "nats://shop:s3cret-pass@127.0.0.1:1", Stream: "S", Subject: "s.events"})
+	if err == nil {
+		t.Fatal("connected to a port nothing listens on")
+	}
+	if strings.Contains(err.Error(), "s3cret-pass") || strings.Contains(err.Error(), "shop:") {
+		t.Fatalf("the error repeats the URL's credentials: %v", err)
+	}
+}

@@ -76,7 +76,7 @@ var _ outbox.Sink = (*Sink)(nil)
 func New(cfg Config) (*Sink, error) {
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("webhook: %q is not an http(s) URL", cfg.URL)
+		return nil, fmt.Errorf("webhook: %q is not an http(s) URL", redact(cfg.URL))
 	}
 	if len(cfg.Secret) == 0 {
 		return nil, errors.New("webhook: a signing secret is required")

@@ -576,7 +576,9 @@ func (e *Engine) demoMinter() func(string) (string, time.Duration, error) {
 		ttl = m
 	}
 	return func(user string) (string, time.Duration, error) {
-		tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, demoAccountAge, e.Config.Now(), ttl)
+		// Minted for this server: its audience and issuer, if it has them.
+		tok, err := identity.MintHS256([]byte(identity.DevelopmentSecret), user, demoAccountAge, e.Config.Now(), ttl,
+			identity.MintAudience(e.Config.UserJWTAudience), identity.MintIssuer(e.Config.UserJWTIssuer))
 		return tok, ttl, err
 	}
 }

@@ -109,3 +109,25 @@ func TestCachedTokenKeepsRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestMintForAServer: a token minted with the server's audience and issuer
+// (what `flashsale token --user-jwt-audience … --user-jwt-issuer …` and the
+// demo's token route do) passes that server's checks; minted without
+// them, it is refused there.
+func TestMintForAServer(t *testing.T) {
+	v := hs256(t, identity.WithAudience("flashsale"), identity.WithIssuer("https://id.shop.example"))
+	tok, err := identity.MintHS256(secret, "u1", time.Hour, t0, time.Hour,
+		identity.MintAudience("flashsale"), identity.MintIssuer("https://id.shop.example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(tok, t0); err != nil {
+		t.Errorf("minted for the server: %v", err)
+	}
+	plain, err := identity.MintHS256(secret, "u1", time.Hour, t0, time.Hour, identity.MintAudience(""), identity.MintIssuer(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Verify(plain, t0)
+	wantRefused(t, err, "aud")
+}

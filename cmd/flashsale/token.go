@@ -19,6 +19,8 @@ func tokenCmd(args []string, getenv func(string) string, stdout, stderr io.Write
 	secret := fs.String("user-jwt-secret", "", "HS256 secret the server verifies with (default: the development key)")
 	pmf := fs.String("pmf", "", "the payment instrument's fingerprint, as the store vouches for it (the instrument claim; default none)")
 	claim := fs.String("instrument-claim", identity.DefaultInstrumentClaim, "the claim the server reads the instrument from (its --instrument-claim)")
+	audience := fs.String("user-jwt-audience", "", "the aud the server requires (its --user-jwt-audience; default none)")
+	issuer := fs.String("user-jwt-issuer", "", "the iss the server requires (its --user-jwt-issuer; default none)")
 	if err := parseFlags(fs, args, getenv); err != nil {
 		return err
 	}
@@ -32,7 +34,7 @@ func tokenCmd(args []string, getenv func(string) string, stdout, stderr io.Write
 	if len(key) == 0 {
 		key = []byte(identity.DevelopmentSecret)
 	}
-	var opts []identity.MintOption
+	opts := []identity.MintOption{identity.MintAudience(*audience), identity.MintIssuer(*issuer)}
 	if *pmf != "" {
 		opts = append(opts, identity.MintInstrument(*claim, *pmf))
 	}

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/logsample"
 	"github.com/flashsale/flashsale/internal/tally"
 )
 
@@ -156,7 +157,12 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 	})
 	if err != nil {
 		if ok && e.sale != nil {
-			c.logger.Warn("catalog: serving a stale sale; the record did not answer", "sku", sku, "err", err)
+			// Every request for the sale comes here while the record is
+			// down: one line a second says so.
+			if n, ok := staleLines.Allow(c.logger, now); ok {
+				c.logger.Warn("catalog: serving a stale sale; the record did not answer", "sku", sku, "err", err,
+					"suppressed", n)
+			}
 			return e.sale, nil
 		}
 		return nil, err
@@ -167,6 +173,9 @@ func (c *Catalog) BySKU(ctx context.Context, sku string) (*flashsale.Sale, error
 	}
 	return s, nil
 }
+
+// staleLines samples the warnings of stale answers, per logger.
+var staleLines logsample.Sampler
 
 // read reads the SKU's sale from the record (from) and caches what it
 // found: the sale, or nil for a SKU without one.

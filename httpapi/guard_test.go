@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/flashsale/flashsale"
 )
@@ -147,26 +146,5 @@ func TestExpectedAnswersAreNotErrors(t *testing.T) {
 	// The loop may straddle a second: two lines of each code at most.
 	if n := h.at(slog.LevelError); n < 2 || n > 4 {
 		t.Fatalf("%d ERROR lines for 1000 internal and 1000 unavailable answers, want one a second per code", n)
-	}
-}
-
-func TestSampler(t *testing.T) {
-	var s sampler
-	key := sampleKey{nil, flashsale.CodeInternal}
-	other := sampleKey{nil, flashsale.CodeUnavailable}
-	at := time.Unix(1_800_000_000, 0)
-	if n, ok := s.allow(key, at); !ok || n != 0 {
-		t.Fatalf("first line: %d, %t", n, ok)
-	}
-	for range 5 {
-		if _, ok := s.allow(key, at.Add(500*time.Millisecond)); ok {
-			t.Fatal("a second line in the same second")
-		}
-	}
-	if _, ok := s.allow(other, at); !ok {
-		t.Fatal("another code shares the budget")
-	}
-	if n, ok := s.allow(key, at.Add(time.Second)); !ok || n != 5 {
-		t.Fatalf("next second: %d suppressed, %t; want 5, true", n, ok)
 	}
 }

@@ -12,11 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/internal/logsample"
 )
 
 // MaxBody is the largest request body accepted (contract: 413 too_large).
@@ -227,7 +227,7 @@ func describe(err error) string {
 func logAnswer(logger *slog.Logger, r *http.Request, code flashsale.Code, err error) {
 	switch code {
 	case flashsale.CodeInternal, flashsale.CodeUnavailable:
-		if n, ok := errorLines.allow(sampleKey{logger, code}, time.Now()); ok {
+		if n, ok := errorLines.Allow(sampleKey{logger, code}, time.Now()); ok {
 			logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "code", code, "err", err,
 				"suppressed", n)
 		}
@@ -241,43 +241,13 @@ func logAnswer(logger *slog.Logger, r *http.Request, code flashsale.Code, err er
 
 // errorLines samples the ERROR lines of failed requests, per logger and
 // code. It is shared by every Server of the process, so that servers that
-// share a logger share its budget; a process has few loggers. Each server
-// of a fleet samples its own log: a store that fails for every server is
-// one line a second from each.
-var errorLines sampler
+// share a logger share its budget; a process has few loggers.
+var errorLines logsample.Sampler
 
 // sampleKey is what a line is sampled by: its logger and its code.
 type sampleKey struct {
 	logger *slog.Logger
 	code   flashsale.Code
-}
-
-// sampler lets one line per key through each second, and counts the
-// others. Safe for concurrent use; the zero value is ready.
-type sampler struct {
-	m sync.Map // sampleKey -> *sampled
-}
-
-type sampled struct {
-	second     atomic.Int64 // the Unix second of the last line written
-	suppressed atomic.Int64 // lines left out since
-}
-
-// allow reports whether a line of key may be written at now, and how many
-// were left out since the last one.
-func (s *sampler) allow(key sampleKey, now time.Time) (int64, bool) {
-	v, ok := s.m.Load(key)
-	if !ok {
-		v, _ = s.m.LoadOrStore(key, &sampled{})
-	}
-	e := v.(*sampled)
-	sec := now.Unix()
-	last := e.second.Load()
-	if last != sec && e.second.CompareAndSwap(last, sec) {
-		return e.suppressed.Swap(0), true
-	}
-	e.suppressed.Add(1)
-	return 0, false
 }
 
 // kindOf names what a JSON value must be to fill a Go value of type t.

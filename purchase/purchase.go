@@ -22,6 +22,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/catalog"
+	"github.com/flashsale/flashsale/internal/logsample"
 	"github.com/flashsale/flashsale/internal/window"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/restock"
@@ -459,12 +460,19 @@ func (s *Service) attempt(ctx context.Context, req ReserveRequest, hash string) 
 		return nil, errPaused("the sale's counter was rebuilt")
 	default:
 		failed = true
-		s.cfg.Logger.Error("purchase: record write failed after the gate said yes",
-			"sku", sale.SKU, "reservation", res.ID, "err", err)
+		// A record that fails, fails for every winner: one line a second.
+		if n, ok := writeFailures.Allow(s.cfg.Logger, now); ok {
+			s.cfg.Logger.Error("purchase: record write failed after the gate said yes",
+				"sku", sale.SKU, "reservation", res.ID, "err", err, "suppressed", n)
+		}
 		s.cfg.Restock.Void(rctx, sale, hold, out.Epoch)
 		return nil, errUnavailable(err)
 	}
 }
+
+// writeFailures samples the ERROR lines of failed record writes, per
+// logger.
+var writeFailures logsample.Sampler
 
 // replay answers a repeated reserve with the reservation its key made.
 func (s *Service) replay(ctx context.Context, sale *flashsale.Sale, hold flashsale.Hold) (*flashsale.Reservation, error) {

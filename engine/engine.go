@@ -291,6 +291,9 @@ type Engine struct {
 	AccountInFlight *bulkhead.Bulkhead
 
 	limiter purchase.Limiter
+	// answers keeps final rejections for every server, in Redis; nil with
+	// the in-process gate, where one server is the whole fleet.
+	answers purchase.SharedAnswers
 	// gate is Gate whole, with its give-back (Restock, Void), which only
 	// package restock is handed: Gate, which every other part has, lacks
 	// it.
@@ -431,7 +434,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Catalog: e.Catalog, Tokens: e.Tokens,
-		Limiter: e.limiter, Suspect: e.suspect,
+		Limiter: e.limiter, Suspect: e.suspect, SharedAnswers: e.answers,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
 		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})
 	placeCache := 0 // the room's default
@@ -937,6 +940,7 @@ func (e *Engine) openGate(ctx context.Context) error {
 		b := fsredis.Budget{Every: every, Burst: burst}
 		e.limiter = fsredis.NewLimiter(client, cfg.RedisPrefix, b, b)
 	}
+	e.answers = fsredis.NewAnswers(client, cfg.RedisPrefix)
 	return nil
 }
 

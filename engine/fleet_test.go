@@ -621,6 +621,22 @@ func runFleetSale(t *testing.T, f *fleet) {
 	f.checkRecord(sku, acks)
 	f.clock.Advance(time.Second)
 	f.published(sku, "open")
+	// Units are back now, and a loser of the race who repeats its reserve
+	// with the same key, on either origin (one of which never saw it), is
+	// still told its first answer: final rejections are kept where every
+	// server reads them, not in the process that gave them.
+	for _, l := range lost[5:10] {
+		if l.admission == "" {
+			continue
+		}
+		for _, base := range []string{a, b} {
+			hdr := map[string]string{"Authorization": "Bearer " + f.jwt(l.user), "Idempotency-Key": l.key,
+				"X-Admission-Token": l.admission}
+			if r := f.do(base, "POST", "/sale/"+sku+"/reserve", hdr, nil); r.status != http.StatusConflict || r.code() != outSoldOut {
+				t.Fatalf("%s's retry at %s with units back: %d %s; want its first answer, 409 sold_out", l.user, base, r.status, r.body)
+			}
+		}
+	}
 	// The five cancelled units go to five of a new crowd of ten.
 	won2, _ := f.crowd(sku, users("second", 10))
 	if len(won2) != 5 {

@@ -1,9 +1,49 @@
 package purchase
 
 import (
+	"context"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/flashsale/flashsale"
 )
+
+// SharedAnswers keeps the final rejections of reserve requests where every
+// server of a fleet reads them (Redis: package redis's Answers), so that a
+// repeat that lands on another server replays the first answer too, as
+// the contract says. Each server's own cache stays in front of it; without
+// it (the in-process gate, one server) that cache is the whole memory.
+//
+// Values are opaque to it. Remember keeps the first value for a key: a
+// value already kept stays until its time is up.
+type SharedAnswers interface {
+	Answer(ctx context.Context, key string) (value string, ok bool, err error)
+	Remember(ctx context.Context, key, value string, ttl time.Duration) error
+}
+
+// encode and decode turn an answer into a SharedAnswers value and back:
+// the request's hash, the code and the message, apart by unit separators
+// (a hash and a code never hold one).
+func (a answer) encode() string {
+	e, _ := a.err.(*flashsale.Error)
+	if e == nil {
+		e = &flashsale.Error{Code: flashsale.ErrorCode(a.err), Message: a.err.Error()}
+	}
+	return a.hash + "\x1f" + string(e.Code) + "\x1f" + e.Message
+}
+
+func decodeAnswer(v string) (answer, bool) {
+	hash, rest, ok := strings.Cut(v, "\x1f")
+	if !ok {
+		return answer{}, false
+	}
+	code, msg, ok := strings.Cut(rest, "\x1f")
+	if !ok || code == "" {
+		return answer{}, false
+	}
+	return answer{hash: hash, err: &flashsale.Error{Code: flashsale.Code(code), Message: msg}}, true
+}
 
 // answerCache remembers the final rejections of reserve requests by
 // idempotency key, so a repeated request replays its first answer. Wins are

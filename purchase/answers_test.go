@@ -59,3 +59,19 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestSharedAnswerRoundTrip: a rejection kept for the fleet comes back
+// with its request hash, code and message, whatever the message holds.
+func TestSharedAnswerRoundTrip(t *testing.T) {
+	in := answer{hash: "h1", err: flashsale.Errorf(flashsale.CodeSoldOut, "Sold out;\x1f with a separator")}
+	out, ok := decodeAnswer(in.encode())
+	if !ok || out.hash != "h1" || flashsale.ErrorCode(out.err) != flashsale.CodeSoldOut ||
+		out.err.(*flashsale.Error).Message != "Sold out;\x1f with a separator" {
+		t.Fatalf("round trip: %+v, %t", out, ok)
+	}
+	for _, bad := range []string{"", "h1", "h1\x1f"} {
+		if _, ok := decodeAnswer(bad); ok {
+			t.Errorf("decoded %q", bad)
+		}
+	}
+}

@@ -80,8 +80,11 @@ type Config struct {
 	// key (default 10m); AnswerLimit bounds how many are kept (default 1M).
 	AnswerTTL   time.Duration
 	AnswerLimit int
-	Logger      *slog.Logger
-	Metrics     *metrics.Metrics
+	// SharedAnswers, when set, keeps the remembered rejections for every
+	// server of the fleet as well (see SharedAnswers).
+	SharedAnswers SharedAnswers
+	Logger        *slog.Logger
+	Metrics       *metrics.Metrics
 }
 
 // Service is the purchase path. Safe for concurrent use.
@@ -240,6 +243,13 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.R
 	// they all get the first one's answer; across processes the gate's
 	// idempotency entry and the wait in replay do the same.
 	v, err, _ := s.flight.Do(ansKey+"\x00"+hash, func() (any, error) {
+		if a, ok := s.sharedAnswer(ctx, ansKey); ok {
+			s.answers.put(ansKey, a, s.cfg.Now())
+			if a.hash != hash {
+				return nil, errKeyReused()
+			}
+			return nil, a.err
+		}
 		hold, found, err := s.lookup(ctx, sale, req.UserID, req.IdempotencyKey)
 		if err != nil {
 			return nil, err
@@ -269,7 +279,7 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.R
 		}
 		r, err := s.attempt(ctx, req, hash)
 		if err != nil && remembered(err) {
-			s.answers.put(ansKey, answer{hash: hash, err: err}, s.cfg.Now())
+			s.remember(ctx, ansKey, answer{hash: hash, err: err})
 		}
 		return r, err
 	})
@@ -278,6 +288,44 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.R
 	}
 	return v.(*flashsale.Reservation), nil
 }
+
+// sharedAnswer reads the fleet's memory of the key's first answer, when
+// there is one. If it cannot be read, the request goes on to the gate: an
+// answer decided again is the worst that can come of it, and a gate that
+// does not answer either fails the sale closed.
+func (s *Service) sharedAnswer(ctx context.Context, key string) (answer, bool) {
+	if s.cfg.SharedAnswers == nil {
+		return answer{}, false
+	}
+	gctx, cancel := context.WithTimeout(ctx, s.cfg.GateTimeout)
+	defer cancel()
+	v, ok, err := s.cfg.SharedAnswers.Answer(gctx, key)
+	if err != nil || !ok {
+		return answer{}, false
+	}
+	return decodeAnswer(v)
+}
+
+// remember keeps a final rejection for its key, in this process and, when
+// there is one, in the fleet's memory, where the first answer kept wins.
+func (s *Service) remember(ctx context.Context, key string, a answer) {
+	s.answers.put(key, a, s.cfg.Now())
+	if s.cfg.SharedAnswers == nil {
+		return
+	}
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GateTimeout)
+	defer cancel()
+	if err := s.cfg.SharedAnswers.Remember(gctx, key, a.encode(), s.cfg.AnswerTTL); err != nil {
+		if n, ok := writeFailures.Allow(sharedAnswerKey{s.cfg.Logger}, s.cfg.Now()); ok {
+			s.cfg.Logger.Warn("purchase: could not keep a rejection for the fleet; a repeat on another server is decided again",
+				"err", err, "suppressed", n)
+		}
+	}
+}
+
+// sharedAnswerKey samples the warnings of remember apart from the errors
+// of record writes.
+type sharedAnswerKey struct{ logger *slog.Logger }
 
 // remembered reports whether a rejection is final enough to replay for its
 // key: the gate's verdicts are; a pause, an outage or a rate limit asks

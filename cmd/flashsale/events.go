@@ -8,8 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/flashsale/flashsale/client"
 )
 
 const outboxUsage = `Usage:
@@ -199,7 +197,12 @@ func orderCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if *operator != "" {
 		adm = adm.WithOperator(*operator)
 	}
-	move := map[string]func(context.Context, string, int64, string) (*client.Order, error){
-		"ship": adm.Ship, "cancel": adm.CancelOrder, "refund": adm.Refund}[sub]
-	return c.print(move(ctx, arg, *version, *reason))
+	switch sub {
+	case "ship":
+		return c.print(adm.Ship(ctx, arg, *version, *reason))
+	case "cancel":
+		return c.print(adm.CancelOrder(ctx, arg, *version, *reason))
+	default: // refund
+		return c.print(adm.Refund(ctx, arg, *version, *reason))
+	}
 }

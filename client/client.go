@@ -109,8 +109,8 @@ func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua
 // goroutine of the call. A tool that shows an operator the server's own
 // JSON keeps it (flashsale's command line prints it, with every field,
 // those this client does not know included); a debugging session logs
-// it. f must not keep body past its return unless it owns it: it is the
-// client's, and not written to again.
+// it. f may keep body, which the client does not reuse, but must not
+// change it: the client decodes it once f returns.
 func WithAnswers(f func(status int, body []byte)) Option { return func(c *Client) { c.answers = f } }
 
 // New returns a Client of the server at baseURL (http:// or https://,

@@ -335,9 +335,18 @@ func (e LiveEvent) Sale() (*SaleView, error) {
 // text/event-stream with an event "sale" at least once a second), calling
 // fn with each event until ctx is done (then it returns ctx.Err()), fn
 // returns an error (returned as is), or the server ends the stream (nil).
-// It does not reconnect: call it again. The client's HTTP timeout, if it
-// has one, cuts the stream too; give Live a client without one.
+// It does not reconnect: call LiveAfter with the last event's ID. The
+// client's HTTP timeout, if it has one, cuts the stream too; give Live a
+// client without one.
 func (a *Admin) Live(ctx context.Context, sku string, fn func(LiveEvent) error) error {
+	return a.LiveAfter(ctx, sku, "", fn)
+}
+
+// LiveAfter is Live reconnecting after the event whose ID is lastEventID
+// (Last-Event-ID; "" is Live): a server that still keeps the events after
+// it sends them first, so that a stream cut by a restart or a deploy
+// misses none it can give.
+func (a *Admin) LiveAfter(ctx context.Context, sku, lastEventID string, fn func(LiveEvent) error) error {
 	path := "/admin/sales/" + seg(sku) + "/live"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.c.base+path, nil)
 	if err != nil {
@@ -348,6 +357,9 @@ func (a *Admin) Live(ctx context.Context, sku string, fn func(LiveEvent) error) 
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("User-Agent", a.c.userAgent)
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
 	resp, err := a.c.hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -67,6 +67,7 @@ type Client struct {
 	jitter      func(d time.Duration) time.Duration
 	maxAttempts int
 	userAgent   string
+	answers     func(status int, body []byte)
 }
 
 // Option configures a Client in New.
@@ -101,6 +102,16 @@ func WithMaxAttempts(n int) Option { return func(c *Client) { c.maxAttempts = ma
 
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// WithAnswers hands f the status and the body of every answer the client
+// reads, as the server sent it and before it is decoded (repeats and
+// error answers included; Live's stream is not an answer), on the
+// goroutine of the call. A tool that shows an operator the server's own
+// JSON keeps it (flashsale's command line prints it, with every field,
+// those this client does not know included); a debugging session logs
+// it. f may keep body, which the client does not reuse, but must not
+// change it: the client decodes it once f returns.
+func WithAnswers(f func(status int, body []byte)) Option { return func(c *Client) { c.answers = f } }
 
 // New returns a Client of the server at baseURL (http:// or https://,
 // with or without a path prefix the server is mounted under).
@@ -287,6 +298,9 @@ func (c *Client) once(ctx context.Context, k *call, body []byte, out any) (http.
 	if k.raw != nil {
 		*k.raw = data
 	}
+	if c.answers != nil {
+		c.answers(resp.StatusCode, data)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.Header, c.errorOf(resp, data)
 	}
@@ -354,13 +368,18 @@ func (c *Client) Sale(ctx context.Context, sku string) (*Sale, error) {
 }
 
 // Status returns the place of the ticket in the sale's waiting room:
-// GET /sale/{sku}/status. Poll it no sooner than Status.RetryAfter, or let
-// a Waiter do it. ErrInvalidToken for a forged, expired or malformed
-// ticket; ErrNotEligible where the sale already says so.
+// GET /sale/{sku}/status?token=…. Poll it no sooner than
+// Status.RetryAfter, or let a Waiter do it. ErrInvalidToken for a forged,
+// expired or malformed ticket; ErrNotEligible where the sale already says
+// so. A backend that has the shopper's JWT polls with Shopper.Status.
 func (c *Client) Status(ctx context.Context, sku, ticket string) (*Status, error) {
+	return c.status(ctx, &call{method: http.MethodGet, path: "/sale/" + seg(sku) + "/status",
+		query: url.Values{"token": {ticket}}, repeatable: true})
+}
+
+func (c *Client) status(ctx context.Context, k *call) (*Status, error) {
 	var s Status
-	h, err := c.do(ctx, &call{method: http.MethodGet, path: "/sale/" + seg(sku) + "/status",
-		query: url.Values{"token": {ticket}}, repeatable: true}, &s)
+	h, err := c.do(ctx, k, &s)
 	if err != nil {
 		return nil, err
 	}
@@ -374,8 +393,12 @@ func (c *Client) Status(ctx context.Context, sku, ticket string) (*Status, error
 // has not come up. It is not repeated after a lost answer, as the salt
 // may have been spent: poll the status again, which then says admitted.
 func (c *Client) Admission(ctx context.Context, sku string, r AdmissionRequest) (*Admission, error) {
+	return c.admission(ctx, sku, r, nil)
+}
+
+func (c *Client) admission(ctx context.Context, sku string, r AdmissionRequest, h http.Header) (*Admission, error) {
 	var a Admission
-	if _, err := c.do(ctx, &call{method: http.MethodPost, path: "/sale/" + seg(sku) + "/admission", body: r}, &a); err != nil {
+	if _, err := c.do(ctx, &call{method: http.MethodPost, path: "/sale/" + seg(sku) + "/admission", header: h, body: r}, &a); err != nil {
 		return nil, err
 	}
 	return &a, nil

@@ -37,6 +37,25 @@ func (s *Shopper) Ticket(ctx context.Context, sku string) (*Ticket, error) {
 	return &t, nil
 }
 
+// Status is Client.Status as the waiting-room page polls: the ticket in
+// the X-Ticket header, out of the URL (which access logs, proxies and
+// referrers keep), and the shopper's JWT, which binds the poll to the
+// shopper. A poll signed in so counts as the shopper's own, so that a copy
+// of the ticket polled by someone else cannot get the shopper held as
+// automation; ErrInvalidToken for a ticket of another account,
+// ErrUnauthenticated for a JWT that does not verify.
+func (s *Shopper) Status(ctx context.Context, sku, ticket string) (*Status, error) {
+	h := bearerHeader(s.jwt)
+	h.Set("X-Ticket", ticket)
+	return s.c.status(ctx, &call{method: http.MethodGet, path: "/sale/" + seg(sku) + "/status", header: h, repeatable: true})
+}
+
+// Admission is Client.Admission signed in as the shopper, as the page
+// posts it: bound to the shopper, as Status is.
+func (s *Shopper) Admission(ctx context.Context, sku string, r AdmissionRequest) (*Admission, error) {
+	return s.c.admission(ctx, sku, r, bearerHeader(s.jwt))
+}
+
 // Register enters the shopper in a lottery sale's draw: POST
 // /sale/{sku}/register, during the registration window (else
 // ErrRegistrationClosed). Repeating it is harmless.

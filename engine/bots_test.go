@@ -189,8 +189,8 @@ func TestAutomationIsHeldQuietly(t *testing.T) {
 	if st := h.status("drop", hammer); st["state"] != "waiting" {
 		t.Fatalf("an account that kept hitting the limits: %v", st)
 	}
-	if v := h.sale("drop"); v["heldAsAutomation"].(float64) != 2 {
-		t.Fatalf("the operator view holds %v shoppers, want 2", v["heldAsAutomation"])
+	if v := h.sale("drop"); v.HeldAsAutomation != 2 {
+		t.Fatalf("the operator view holds %v shoppers, want 2", v.HeldAsAutomation)
 	}
 }
 
@@ -218,8 +218,8 @@ func TestEarlyPollerIsHeld(t *testing.T) {
 		}
 	}
 	h.clock.Advance(200 * time.Millisecond)
-	if v := h.sale("slow"); v["heldAsAutomation"].(float64) != 1 {
-		t.Fatalf("held as automation: %v, want the eager poller alone", v["heldAsAutomation"])
+	if v := h.sale("slow"); v.HeldAsAutomation != 1 {
+		t.Fatalf("held as automation: %v, want the eager poller alone", v.HeldAsAutomation)
 	}
 }
 

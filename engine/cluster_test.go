@@ -228,7 +228,7 @@ func TestShardedSaleOnCluster(t *testing.T) {
 	if err := h.eng.Watcher.CheckAll(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if inv := h.sale("cl")["invariant"].(map[string]any); !inv["ok"].(bool) {
+	if inv := h.sale("cl").Invariant; !inv.OK {
 		t.Fatalf("invariant %v", inv)
 	}
 }

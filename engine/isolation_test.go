@@ -131,8 +131,7 @@ func TestSaturatedPathShedsAndTheRepeatSucceeds(t *testing.T) {
 		if n := h.eng.InFlight.InFlight(); n != 2 {
 			t.Fatalf("%d in flight, want the 2 held", n)
 		}
-		view := h.sale("phone")
-		if rej := view["rejections"].(map[string]any); rej["overloaded"] != 1.0 {
+		if rej := h.sale("phone").Rejections; rej["overloaded"] != 1 {
 			t.Fatalf("rejections %v, want overloaded 1", rej)
 		}
 		if m := h.metrics(); !strings.Contains(m, `flashsale_rejections_total{code="overloaded",layer="capacity"} 1`) ||
@@ -188,7 +187,7 @@ func TestQuietSaleFindsSlots(t *testing.T) {
 		if r := h.reserve("teapot", "dave", dave, "k", nil); r.status != http.StatusCreated {
 			t.Fatalf("the quiet sale's reserve while the big one holds its share: %d %s", r.status, r.body)
 		}
-		if got := h.sale("teapot")["rejections"].(map[string]any); len(got) != 0 {
+		if got := h.sale("teapot").Rejections; len(got) != 0 {
 			t.Fatalf("the quiet sale was told no: %v", got)
 		}
 
@@ -314,8 +313,8 @@ func TestBackgroundPoolWorksWhileThePurchasePoolIsExhausted(t *testing.T) {
 	if res, ok := h.eng.Watcher.Last(shortSale.ID); !ok || !res.OK {
 		t.Fatalf("invariant of the short sale: %+v, %v", res, ok)
 	}
-	if v := h.sale("short"); v["expired"] != 1.0 || v["counter"] != 10.0 {
-		t.Fatalf("operator view while the purchase pool is exhausted: %v", v)
+	if v := h.sale("short"); v.Expired != 1 || v.Counter == nil || *v.Counter != 10 {
+		t.Fatalf("operator view while the purchase pool is exhausted: %+v", v)
 	}
 	if n := purchasePool.Stat().AcquiredConns(); n != 2 {
 		t.Fatalf("the purchase pool has %d connections in use, want its 2 stuck confirms throughout", n)
@@ -644,15 +643,15 @@ func TestBigSaleCrowdLeavesTheRoomToAnother(t *testing.T) {
 		if r := h.do("POST", "/sale/console/admission", nil, `{"token": "x"}`); r.status != http.StatusBadRequest {
 			t.Fatalf("an admission without its nonce past the sale's share: %d %s, want 400", r.status, r.body)
 		}
-		if h.sale("console")["waiting"] != 0.0 {
-			t.Fatalf("the shed ticket took a place: %v", h.sale("console")["waiting"])
+		if w := h.sale("console").Waiting; w != 0 {
+			t.Fatalf("the shed ticket took a place: %v", w)
 		}
 		// The other sale, at the same moment.
 		h.admit("teapot", "bob")
-		if got := h.sale("teapot")["rejections"].(map[string]any); len(got) != 0 {
+		if got := h.sale("teapot").Rejections; len(got) != 0 {
 			t.Fatalf("the other sale was told no: %v", got)
 		}
-		if got := h.sale("console")["rejections"].(map[string]any); got["overloaded"] != 2.0 {
+		if got := h.sale("console").Rejections; got["overloaded"] != 2 {
 			t.Fatalf("the big sale's rejections %v, want overloaded 2", got)
 		}
 		if m := h.metrics(); !strings.Contains(m, "flashsale_room_in_flight 2") ||

@@ -314,8 +314,8 @@ func TestRelayInTheEngine(t *testing.T) {
 			}
 			// Delivered, and marked so: the sale view shows nothing
 			// waiting.
-			ob := h.sale("bag")["outbox"].(map[string]any)
-			if done && ob["pending"] == float64(0) && ob["dead"] == float64(0) {
+			ob := h.sale("bag").Outbox
+			if done && ob != nil && ob.Pending == 0 && ob.Dead == 0 {
 				break
 			}
 			if time.Now().After(deadline) {

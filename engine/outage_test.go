@@ -136,8 +136,8 @@ func TestGateOutageFailsClosed(t *testing.T) {
 			t.Fatalf("failing closed took %v, want under 1s", elapsed)
 		}
 		v := h.sale("tv")
-		if v["state"] != "paused" || !strings.Contains(v["pauseReason"].(string), "unreachable") || v["gate"] != "unreachable" {
-			t.Fatalf("sale after the outage: state %v reason %v gate %v", v["state"], v["pauseReason"], v["gate"])
+		if v.State != flashsale.SalePaused || !strings.Contains(v.PauseReason, "unreachable") || v.Gate != "unreachable" {
+			t.Fatalf("sale after the outage: state %v reason %v gate %v", v.State, v.PauseReason, v.Gate)
 		}
 
 		o.restore(t, h)
@@ -221,8 +221,8 @@ func TestNoFalsePauseUnderLoad(t *testing.T) {
 		if checks.Load() < 5 {
 			t.Fatalf("only %d checks ran", checks.Load())
 		}
-		if v := h.sale("ticket"); v["state"] == "paused" {
-			t.Fatalf("a healthy sale was paused: %v", v["pauseReason"])
+		if v := h.sale("ticket"); v.State == flashsale.SalePaused {
+			t.Fatalf("a healthy sale was paused: %v", v.PauseReason)
 		}
 		// Stopping the sweeper may cut it between its two steps (its claim
 		// committed, its context cancelled before the gate heard); the
@@ -271,8 +271,8 @@ func TestSlowGateCallDoesNotPause(t *testing.T) {
 		t.Fatalf("reserve during a slow gate call: %d %s", r.status, r.body)
 	}
 	fg.slow.Store(false)
-	if v := h.sale("tv"); v["state"] != "open" {
-		t.Fatalf("a slow call paused the sale: %v", v["pauseReason"])
+	if v := h.sale("tv"); v.State != flashsale.SaleOpen {
+		t.Fatalf("a slow call paused the sale: %v", v.PauseReason)
 	}
 	if r := h.reserve("tv", "alice", adm, "k", nil); r.status != 201 {
 		t.Fatalf("retry after the slow call: %d %s", r.status, r.body)

@@ -73,8 +73,8 @@ func TestRecordWriteFailsAfterTheGate(t *testing.T) {
 		if counter != 3 || totals.Pending != 2 || totals.Voided != 1 {
 			t.Fatalf("counter %d totals %+v, want 3 left, 2 pending, 1 voided", counter, totals)
 		}
-		if v := h.sale("phone"); v["voided"].(float64) != 1 || v["state"] != "open" {
-			t.Fatalf("view %v", v)
+		if v := h.sale("phone"); v.Voided != 1 || v.State != flashsale.SaleOpen {
+			t.Fatalf("view %+v", v)
 		}
 	})
 }

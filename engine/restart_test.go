@@ -121,8 +121,8 @@ func TestRestartIsANonEvent(t *testing.T) {
 				h.restart()
 
 				// tv: open, exact, its holds in the gate as before.
-				if v := h.sale("tv"); v["state"] != "open" || v["gate"] != "loaded" {
-					t.Fatalf("round %d: tv after the restart: state %v, gate %v", round, v["state"], v["gate"])
+				if v := h.sale("tv"); v.State != flashsale.SaleOpen || v.Gate != "loaded" {
+					t.Fatalf("round %d: tv after the restart: state %v, gate %v", round, v.State, v.Gate)
 				}
 				counter, totals := h.exact("tv")
 				if counter != 8 || totals.Confirmed != 1 || totals.Pending != 1 || totals.Cancelled != 1 {
@@ -169,18 +169,18 @@ func TestRestartIsANonEvent(t *testing.T) {
 
 				// The pauses: kept with their reasons, or cured.
 				for sku, reason := range map[string]string{"chair": "supplier recall", "desk": invariantReason} {
-					if v := h.sale(sku); v["state"] != "paused" || v["pauseReason"] != reason || v["gate"] != "loaded" {
+					if v := h.sale(sku); v.State != flashsale.SalePaused || v.PauseReason != reason || v.Gate != "loaded" {
 						t.Fatalf("round %d: %s after the restart: state %v, reason %v, gate %v; want paused (%s), loaded",
-							round, sku, v["state"], v["pauseReason"], v["gate"], reason)
+							round, sku, v.State, v.PauseReason, v.Gate, reason)
 					}
 					h.exact(sku)
 				}
-				if v := h.sale("rug"); v["state"] != "open" || v["gate"] != "loaded" {
-					t.Fatalf("round %d: rug after the restart: state %v, gate %v; want open, loaded", round, v["state"], v["gate"])
+				if v := h.sale("rug"); v.State != flashsale.SaleOpen || v.Gate != "loaded" {
+					t.Fatalf("round %d: rug after the restart: state %v, gate %v; want open, loaded", round, v.State, v.Gate)
 				}
 				h.exact("rug")
-				if v := h.sale("later"); v["state"] != "scheduled" {
-					t.Fatalf("round %d: later after the restart: %v", round, v["state"])
+				if v := h.sale("later"); v.State != flashsale.SaleScheduled {
+					t.Fatalf("round %d: later after the restart: %v", round, v.State)
 				}
 			}
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
 )
 
@@ -106,8 +107,8 @@ func TestClosedSaleRetires(t *testing.T) {
 		}
 		// The operator still sees the sale and its orders.
 		v := h.sale("R1")
-		if v["state"] != "closed" || v["confirmed"] != 1.0 || v["pending"] != 0.0 || v["gate"] != "retired" {
-			t.Fatalf("sale view after retirement: %v", v)
+		if v.State != flashsale.SaleClosed || v.Confirmed != 1 || v.Pending != 0 || v.Gate != "retired" {
+			t.Fatalf("sale view after retirement: %+v", v)
 		}
 	})
 }

@@ -331,8 +331,8 @@ func TestSecondWriterPausesTheSale(t *testing.T) {
 		if err := h.eng.Watcher.CheckAll(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if v := h.sale("gpu"); v["state"] != "open" || !v["invariant"].(map[string]any)["ok"].(bool) {
-			t.Fatalf("before the second writer: %v", v)
+		if v := h.sale("gpu"); v.State != flashsale.SaleOpen || !v.Invariant.OK {
+			t.Fatalf("before the second writer: %+v", v)
 		}
 		sale := h.saleOf("gpu")
 		if b.redis {
@@ -351,13 +351,12 @@ func TestSecondWriterPausesTheSale(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := h.sale("gpu")
-		if v["state"] != "paused" {
-			t.Fatalf("after the second writer: state %v, want paused", v["state"])
+		if v.State != flashsale.SalePaused {
+			t.Fatalf("after the second writer: state %v, want paused", v.State)
 		}
-		reason := v["pauseReason"].(string)
-		inv := v["invariant"].(map[string]any)
-		if inv["ok"].(bool) || inv["difference"].(float64) != 7 {
-			t.Fatalf("invariant %v, want failed with difference 7", inv)
+		reason := v.PauseReason
+		if inv := v.Invariant; inv.OK || inv.Difference != 7 {
+			t.Fatalf("invariant %+v, want failed with difference 7", inv)
 		}
 		want := "unaudited writer"
 		if !b.redis {

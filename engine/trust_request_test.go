@@ -125,7 +125,7 @@ func TestSaleRequiresInstrument(t *testing.T) {
 				t.Fatalf("with the JWT's instrument: %d %s", r.status, r.body)
 			}
 			v := h.sale("vip")
-			r := h.do("PATCH", "/admin/sales/vip", map[string]string{"If-Match": fmt.Sprint(v["version"])}, map[string]any{"requireInstrument": false})
+			r := h.do("PATCH", "/admin/sales/vip", map[string]string{"If-Match": fmt.Sprint(v.Version)}, map[string]any{"requireInstrument": false})
 			if r.status != 200 || r.json(t)["requireInstrument"] != false {
 				t.Fatalf("patch: %d %s", r.status, r.body)
 			}
@@ -367,8 +367,8 @@ func TestCopiedTicketIsNoWeapon(t *testing.T) {
 			if r := h.reserve("tix", "alice", st["admissionToken"].(string), "k", nil); r.status != 201 {
 				t.Fatalf("alice reserves: %d %s", r.status, r.body)
 			}
-			if v := h.sale("tix"); v["heldAsAutomation"].(float64) != 0 {
-				t.Fatalf("held as automation: %v, want no one", v["heldAsAutomation"])
+			if v := h.sale("tix"); v.HeldAsAutomation != 0 {
+				t.Fatalf("held as automation: %v, want no one", v.HeldAsAutomation)
 			}
 		})
 	}
@@ -409,8 +409,8 @@ func TestCopiedTicketFailsNoChallengeForItsOwner(t *testing.T) {
 		map[string]string{"token": tok, "salt": salt, "nonce": wrong}); r.status != 401 || r.code() != "invalid_token" {
 		t.Fatalf("alice's ticket with mallory's JWT: %d %s, want 401 invalid_token", r.status, r.body)
 	}
-	if v := h.sale("pow"); v["heldAsAutomation"].(float64) != 0 {
-		t.Fatalf("held as automation: %v, want no one", v["heldAsAutomation"])
+	if v := h.sale("pow"); v.HeldAsAutomation != 0 {
+		t.Fatalf("held as automation: %v, want no one", v.HeldAsAutomation)
 	}
 }
 

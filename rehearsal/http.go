@@ -1,12 +1,9 @@
 package rehearsal
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,22 +15,37 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale"
+	apiclient "github.com/flashsale/flashsale/client"
 	"github.com/flashsale/flashsale/identity"
 )
 
-// httpClient speaks the shopper protocol to a server over HTTP, each
-// shopper with its own JWT.
+// httpClient speaks the shopper protocol to a server over HTTP, through
+// the Go client, each shopper with its own JWT. Each request is sent once
+// (WithMaxAttempts(1)): a repeat is the rehearsal's own step, after the
+// Retry-After it was told, so that what it counts and times are the
+// requests its crowd sent, and no repeat hides behind a figure.
 type httpClient struct {
-	base string
-	// room is where the waiting room's routes go: base, or an edge.
-	room   string
-	sku    string
+	api *apiclient.Client
+	// room is where the waiting room's routes go: api, or an edge's.
+	room   *apiclient.Client
 	hc     *http.Client
+	sku    string
 	secret []byte
 	// claim names the JWT claim the shoppers' cards go in: the target's
 	// --instrument-claim ("" is its default, pmf).
 	claim string
 	now   func() time.Time
+}
+
+// apiClient is the client of the server at base (checked by targetBase)
+// sending each request once through hc.
+func apiClient(base string, hc *http.Client) *apiclient.Client {
+	c, err := apiclient.New(base, apiclient.WithHTTPClient(hc), apiclient.WithMaxAttempts(1),
+		apiclient.WithUserAgent("flashsale-rehearsal"))
+	if err != nil {
+		panic("rehearsal: a target targetBase let through: " + err.Error())
+	}
+	return c
 }
 
 func newHTTPClient(base, sku string, conns int, secret []byte) *httpClient {
@@ -45,16 +57,16 @@ func newHTTPClient(base, sku string, conns int, secret []byte) *httpClient {
 		MaxConnsPerHost:     conns,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	base = strings.TrimRight(base, "/")
-	return &httpClient{base: base, room: base, sku: sku, secret: secret, now: time.Now,
-		hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	api := apiClient(base, hc)
+	return &httpClient{api: api, room: api, hc: hc, sku: sku, secret: secret, now: time.Now}
 }
 
 // withRoom sends the waiting room's routes to room (an edge's base URL)
 // when it is set, and returns c.
 func (c *httpClient) withRoom(room string) *httpClient {
 	if room != "" {
-		c.room = room
+		c.room = apiClient(room, c.hc)
 	}
 	return c
 }
@@ -87,178 +99,97 @@ func (c *httpClient) jwt(who persona, sh *shopper) string {
 	return x.jwt
 }
 
-// answer is the union of the JSON answers the protocol reads.
-type answer struct {
-	Token          string `json:"token"`
-	Position       int64  `json:"position"`
-	State          string `json:"state"`
-	Chance         string `json:"chance"`
-	AdmissionToken string `json:"admissionToken"`
-	Final          bool   `json:"final"`
-	ReservationID  string `json:"reservationId"`
-	Challenge      *struct {
-		Salt           string `json:"salt"`
-		DifficultyBits int    `json:"difficultyBits"`
-	} `json:"challenge"`
-	Error *struct {
-		Code string `json:"code"`
-	} `json:"error"`
-}
-
-// do sends one request and reads its answer. A request that gets no
-// answer is "transport"; an answer without a contract error code
-// "http_<status>".
-func (c *httpClient) do(ctx context.Context, method, path string, header map[string]string, body any) reply {
-	return c.to(ctx, c.base, method, path, header, body)
-}
-
-// to is do against base, which is c.base or c.room.
-func (c *httpClient) to(ctx context.Context, base, method, path string, header map[string]string, body any) reply {
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return reply{code: "transport", records: -1}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
+// failed is the reply of a request that failed: an answer's contract error
+// code ("http_<status>" for an answer without one), or "transport" for a
+// request that got no answer.
+func failed(err error) reply {
+	var e *apiclient.Error
+	if !errors.As(err, &e) {
 		return reply{code: "transport", retryAfter: time.Second, records: -1}
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return reply{code: "transport", retryAfter: time.Second, records: -1}
+	code := string(e.Code)
+	if code == "" {
+		code = "http_" + strconv.Itoa(e.Status)
 	}
-	var a answer
-	_ = json.Unmarshal(raw, &a)
-	rep := reply{state: a.State, ticket: a.Token, admission: a.AdmissionToken, position: a.Position, chance: a.Chance,
-		final: a.Final, id: a.ReservationID, records: -1}
-	if s := resp.Header.Get("Retry-After"); s != "" {
-		if n, err := strconv.Atoi(s); err == nil {
-			rep.retryAfter = time.Duration(n) * time.Second
-		}
-	}
-	if a.Challenge != nil {
-		rep.salt, rep.bits = a.Challenge.Salt, a.Challenge.DifficultyBits
-	}
-	if resp.StatusCode >= 300 {
-		rep.code = "http_" + strconv.Itoa(resp.StatusCode)
-		if a.Error != nil && a.Error.Code != "" {
-			rep.code = a.Error.Code
-		}
-	}
-	return rep
-}
-
-func (c *httpClient) bearer(who persona, sh *shopper) map[string]string {
-	return map[string]string{"Authorization": "Bearer " + c.jwt(who, sh)}
+	return reply{code: code, retryAfter: e.RetryAfter, records: -1}
 }
 
 func (c *httpClient) register(ctx context.Context, who persona, sh *shopper) reply {
-	return c.to(ctx, c.room, "POST", "/sale/"+c.sku+"/register", c.bearer(who, sh), struct{}{})
+	if err := c.room.Shopper(c.jwt(who, sh)).Register(ctx, c.sku); err != nil {
+		return failed(err)
+	}
+	return reply{records: -1}
 }
 
 func (c *httpClient) ticket(ctx context.Context, who persona, sh *shopper) reply {
-	return c.to(ctx, c.room, "GET", "/sale/"+c.sku+"/ticket", c.bearer(who, sh), nil)
+	t, err := c.room.Shopper(c.jwt(who, sh)).Ticket(ctx, c.sku)
+	if err != nil {
+		return failed(err)
+	}
+	return reply{ticket: t.Token, position: t.Position, retryAfter: t.RetryAfter, records: -1}
 }
 
 // status polls as the page does: the ticket in X-Ticket (out of the URL,
 // which logs keep) and the shopper's JWT, so the poll counts as its own.
 func (c *httpClient) status(ctx context.Context, who persona, sh *shopper, ticket string) reply {
-	h := c.bearer(who, sh)
-	h["X-Ticket"] = ticket
-	return c.to(ctx, c.room, "GET", "/sale/"+c.sku+"/status", h, nil)
+	st, err := c.room.Shopper(c.jwt(who, sh)).Status(ctx, c.sku, ticket)
+	if err != nil {
+		return failed(err)
+	}
+	rep := reply{state: string(st.State), ticket: st.Token, admission: st.AdmissionToken, position: st.Position,
+		chance: st.Chance, final: st.Final, retryAfter: st.RetryAfter, records: -1}
+	if st.Challenge != nil {
+		rep.salt, rep.bits = st.Challenge.Salt, st.Challenge.DifficultyBits
+	}
+	return rep
 }
 
 func (c *httpClient) admission(ctx context.Context, who persona, sh *shopper, ticket, salt, nonce string) reply {
-	return c.to(ctx, c.room, "POST", "/sale/"+c.sku+"/admission", c.bearer(who, sh), map[string]string{"token": ticket, "salt": salt, "nonce": nonce})
+	a, err := c.room.Shopper(c.jwt(who, sh)).Admission(ctx, c.sku, apiclient.AdmissionRequest{Token: ticket, Salt: salt, Nonce: nonce})
+	if err != nil {
+		return failed(err)
+	}
+	return reply{admission: a.AdmissionToken, records: -1}
 }
 
 func (c *httpClient) reserve(ctx context.Context, who persona, sh *shopper, key string) reply {
-	h := c.bearer(who, sh)
-	h["X-Admission-Token"] = sh.x().admission
-	h["Idempotency-Key"] = key
-	return c.do(ctx, "POST", "/sale/"+c.sku+"/reserve", h, map[string]any{"quantity": 1, "paymentFingerprint": who.card})
+	r, err := c.api.Shopper(c.jwt(who, sh)).Reserve(ctx, c.sku, apiclient.ReserveRequest{AdmissionToken: sh.x().admission,
+		IdempotencyKey: key, Quantity: 1, PaymentFingerprint: who.card})
+	if err != nil {
+		return failed(err)
+	}
+	return reply{id: r.ReservationID, records: -1}
 }
 
 func (c *httpClient) confirm(ctx context.Context, who persona, sh *shopper, payRef string) reply {
-	return c.do(ctx, "POST", "/reservations/"+url.PathEscape(sh.x().resID)+"/confirm", c.bearer(who, sh), map[string]string{"paymentRef": payRef})
+	if _, err := c.api.Shopper(c.jwt(who, sh)).Confirm(ctx, sh.x().resID, payRef); err != nil {
+		return failed(err)
+	}
+	return reply{records: -1}
 }
 
 func (c *httpClient) cancel(ctx context.Context, who persona, sh *shopper) reply {
-	return c.do(ctx, "DELETE", "/reservations/"+url.PathEscape(sh.x().resID), c.bearer(who, sh), nil)
+	if _, err := c.api.Shopper(c.jwt(who, sh)).Cancel(ctx, sh.x().resID); err != nil {
+		return failed(err)
+	}
+	return reply{records: -1}
 }
 
-// admin is the operator's side of the target.
-type admin struct {
-	base, token string
-	hc          *http.Client
-}
+// admin is the operator's side of the target, asked once a request as the
+// shoppers are.
+type admin struct{ *apiclient.Admin }
 
-func (a *admin) call(ctx context.Context, method, path string, body, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if a.token != "" {
-		req.Header.Set("Authorization", "Bearer "+a.token)
-	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if resp.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, bytes.TrimSpace(raw))
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
-	}
-	return nil
-}
-
-// saleView is the part of the operator's sale view the rehearsal reads.
-type saleView struct {
-	InitialStock int64  `json:"initialStock"`
-	Counter      *int64 `json:"counter"`
-	Pending      int64  `json:"pending"`
-	Confirmed    int64  `json:"confirmed"`
-	Expired      int64  `json:"expired"`
-	Cancelled    int64  `json:"cancelled"`
-	Voided       int64  `json:"voided"`
-	AdmittedUpTo int64  `json:"admittedUpTo"`
+func newAdmin(base, token string) *admin {
+	return &admin{apiClient(base, &http.Client{Timeout: 30 * time.Second}).Admin(token)}
 }
 
 // createSale creates the sale on the target, in the contract's terms.
 func (a *admin) createSale(ctx context.Context, s *flashsale.Sale) error {
-	body := map[string]any{"sku": s.SKU, "name": s.Name, "initialStock": s.InitialStock,
-		"opensAt": s.OpensAt.Format(time.RFC3339Nano), "closesAt": s.ClosesAt.Format(time.RFC3339Nano),
-		"holdSeconds": s.HoldSeconds, "perUserLimit": s.PerUserLimit, "fairness": s.Fairness,
-		"admissionPerSecond": s.AdmissionPerSecond, "minAccountAgeSeconds": s.MinAccountAgeSeconds,
-		"challengeBits": s.ChallengeBits}
-	if !s.RegistrationClosesAt.IsZero() {
-		body["registrationClosesAt"] = s.RegistrationClosesAt.Format(time.RFC3339Nano)
-	}
-	return a.call(ctx, "POST", "/admin/sales", body, nil)
+	_, err := a.CreateSale(ctx, apiclient.NewSale{SKU: s.SKU, Name: s.Name, InitialStock: s.InitialStock,
+		OpensAt: s.OpensAt, ClosesAt: s.ClosesAt, HoldSeconds: s.HoldSeconds, PerUserLimit: s.PerUserLimit,
+		Fairness: s.Fairness, AdmissionPerSecond: s.AdmissionPerSecond, MinAccountAgeSeconds: s.MinAccountAgeSeconds,
+		ChallengeBits: s.ChallengeBits, RegistrationClosesAt: s.RegistrationClosesAt})
+	return err
 }
 
 // shopperSecret is the key the rehearsal signs its shoppers' JWTs with.
@@ -299,7 +230,7 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	adm := &admin{base: base, token: cfg.AdminToken, hc: &http.Client{Timeout: 30 * time.Second}}
+	adm := newAdmin(base, cfg.AdminToken)
 	var (
 		quiet     *quietProbe
 		probe     *probeChild
@@ -511,10 +442,8 @@ func (d *httpDriver) drive(ctx context.Context) error {
 	}
 }
 
-func (d *httpDriver) view(ctx context.Context) (saleView, error) {
-	var v saleView
-	err := d.adm.call(ctx, "GET", "/admin/sales/"+d.sku, nil, &v)
-	return v, err
+func (d *httpDriver) view(ctx context.Context) (*apiclient.SaleView, error) {
+	return d.adm.Sale(ctx, d.sku)
 }
 
 // sampleLoop reads the operator's view every sampleEvery for the timeline
@@ -573,24 +502,18 @@ func (d *httpDriver) figures(ctx context.Context) (storeFigures, error) {
 	if err != nil {
 		return storeFigures{}, err
 	}
-	f := storeFigures{Initial: v.InitialStock, Pending: v.Pending, Confirmed: v.Confirmed, Expired: v.Expired,
+	f := storeFigures{Initial: int64(v.InitialStock), Pending: v.Pending, Confirmed: v.Confirmed, Expired: v.Expired,
 		Cancelled: v.Cancelled, Voided: v.Voided}
 	if v.Counter != nil {
 		f.Counter = *v.Counter
 	}
-	var orders struct {
-		Orders []struct {
-			UserID   string `json:"userId"`
-			Quantity int64  `json:"quantity"`
-			State    string `json:"state"`
-		} `json:"orders"`
-	}
-	if err := d.adm.call(ctx, "GET", "/admin/orders?sku="+url.QueryEscape(d.sku), nil, &orders); err != nil {
+	orders, err := d.adm.Orders(ctx, d.sku)
+	if err != nil {
 		return f, err
 	}
-	for _, o := range orders.Orders {
-		if isBot(o.UserID) && o.State != string(flashsale.OrderCancelled) {
-			f.BotUnits += o.Quantity
+	for _, o := range orders {
+		if isBot(o.UserID) && o.State != flashsale.OrderCancelled {
+			f.BotUnits += int64(o.Quantity)
 		}
 	}
 	return f, nil
@@ -599,22 +522,7 @@ func (d *httpDriver) figures(ctx context.Context) (storeFigures, error) {
 // scrape reads the target's Prometheus text: each sample by its name and
 // labels as written.
 func (a *admin) scrape(ctx context.Context) (map[string]float64, bool) {
-	req, err := http.NewRequestWithContext(ctx, "GET", a.base+"/metrics", nil)
-	if err != nil {
-		return nil, false
-	}
-	if a.token != "" {
-		req.Header.Set("Authorization", "Bearer "+a.token)
-	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return nil, false
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, false
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	raw, err := a.Metrics(ctx)
 	if err != nil {
 		return nil, false
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/client"
 	"github.com/flashsale/flashsale/engine"
 )
 
@@ -212,28 +213,23 @@ func TestSaleUpdateVersionConflict(t *testing.T) {
 	// Before each of the command's PATCHes, once per arm, another operator
 	// changes the sale.
 	var meddle atomic.Int32
+	other, err := client.New(s.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	hook := func(r *http.Request) {
 		if r.Method != http.MethodPatch || meddle.Add(-1) < 0 {
 			return
 		}
-		var sale struct {
-			Version int64 `json:"version"`
-		}
-		b := httpGet(t, s.srv.URL+"/admin/sales/cli-2")
-		_ = json.Unmarshal(b, &sale)
-		req, _ := http.NewRequest(http.MethodPatch, s.srv.URL+"/admin/sales/cli-2", strings.NewReader(`{"holdSeconds": 300}`))
-		req.Header.Set("If-Match", jsonNumber(sale.Version))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Test-Meddler", "1")
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
+		ctx, adm, hold := context.Background(), other.Admin(""), 300
+		if v, err := adm.Sale(ctx, "cli-2"); err == nil {
+			_, _ = adm.UpdateSale(ctx, "cli-2", v.Version, client.SalePatch{HoldSeconds: &hold})
 		}
 	}
 	s.hook.Store(&hook)
 
 	meddle.Store(1)
-	_, _, err := runCLI([]string{"sale", "update", "cli-2", "--rate", "9", "--server", s.srv.URL}, nil)
+	_, _, err = runCLI([]string{"sale", "update", "cli-2", "--rate", "9", "--server", s.srv.URL}, nil)
 	if err == nil || !strings.Contains(err.Error(), "nothing was changed") || !strings.Contains(err.Error(), "--retry") {
 		t.Fatalf("update meddled with, no --retry: %v", err)
 	}
@@ -262,8 +258,6 @@ func httpGet(t *testing.T, url string) []byte {
 	_, _ = buf.ReadFrom(resp.Body)
 	return buf.Bytes()
 }
-
-func jsonNumber(n int64) string { b, _ := json.Marshal(n); return string(b) }
 
 func saleField(t *testing.T, s *cliServer, sku, field string) any {
 	t.Helper()

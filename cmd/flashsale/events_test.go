@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/client"
 	"github.com/flashsale/flashsale/sqlite"
 )
 
@@ -21,20 +21,7 @@ func TestOrderAndOutboxCommands(t *testing.T) {
 	base, stop := startServer(t, dir)
 	defer stop()
 	cli(t, "sale", "create", "--server", base, "--sku", "cli-tee", "--stock", "2", "--opens-at", "+0s")
-	jwt := strings.TrimSpace(cli(t, "token", "--user", "dora"))
-	auth := map[string]string{"Authorization": "Bearer " + jwt}
-	_, tk := call(t, "GET", base+"/sale/cli-tee/ticket", auth, "")
-	_, st := call(t, "GET", base+"/sale/cli-tee/status?token="+tk["token"].(string), nil, "")
-	code, res := call(t, "POST", base+"/sale/cli-tee/reserve", map[string]string{"Authorization": "Bearer " + jwt,
-		"X-Admission-Token": st["admissionToken"].(string), "Idempotency-Key": "k"}, "")
-	if code != 201 {
-		t.Fatalf("reserve: %d %v", code, res)
-	}
-	code, conf := call(t, "POST", base+"/reservations/"+res["reservationId"].(string)+"/confirm", auth, `{"paymentRef":"pay-1"}`)
-	if code != 200 {
-		t.Fatalf("confirm: %d %v", code, conf)
-	}
-	orderID := conf["orderId"].(string)
+	orderID := buyOne(t, shopperOf(t, base, "dora"), "cli-tee", "k", "pay-1")
 
 	if out := cli(t, "order", "list", "cli-tee", "--server", base); !strings.HasPrefix(out, "ORDER") || !strings.Contains(out, orderID) ||
 		!strings.Contains(out, "confirmed") {
@@ -61,14 +48,7 @@ func TestOrderAndOutboxCommands(t *testing.T) {
 	}
 
 	// Another order, shipped, then refunded.
-	jwt2 := strings.TrimSpace(cli(t, "token", "--user", "erin"))
-	auth2 := map[string]string{"Authorization": "Bearer " + jwt2}
-	_, tk = call(t, "GET", base+"/sale/cli-tee/ticket", auth2, "")
-	_, st = call(t, "GET", base+"/sale/cli-tee/status?token="+tk["token"].(string), nil, "")
-	_, res = call(t, "POST", base+"/sale/cli-tee/reserve", map[string]string{"Authorization": "Bearer " + jwt2,
-		"X-Admission-Token": st["admissionToken"].(string), "Idempotency-Key": "k2"}, "")
-	_, conf = call(t, "POST", base+"/reservations/"+res["reservationId"].(string)+"/confirm", auth2, `{"paymentRef":"pay-2"}`)
-	second := conf["orderId"].(string)
+	second := buyOne(t, shopperOf(t, base, "erin"), "cli-tee", "k2", "pay-2")
 	if out := cli(t, "order", "ship", second, "--server", base, "--version", "1"); !strings.Contains(out, `"state": "shipped"`) {
 		t.Fatalf("order ship printed:\n%s", out)
 	}
@@ -80,18 +60,16 @@ func TestOrderAndOutboxCommands(t *testing.T) {
 	// published within a few seconds.
 	wantTypes := []string{"sale.opened", "reservation.created", "order.confirmed", "order.cancelled", "reservation.cancelled"}
 	deadline := time.Now().Add(15 * time.Second)
+	adm, err := client.New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for {
-		_, body := call(t, "GET", base+"/admin/sales/cli-tee/events", nil, "")
-		raw, _ := json.Marshal(body["events"])
-		var events []struct {
-			Type        string  `json:"type"`
-			PublishedAt *string `json:"publishedAt"`
-		}
-		_ = json.Unmarshal(raw, &events)
+		events, _ := adm.Admin("").SaleEvents(context.Background(), "cli-tee", 0)
 		published := map[string]bool{}
 		for _, ev := range events {
 			if ev.PublishedAt != nil {
-				published[ev.Type] = true
+				published[string(ev.Type)] = true
 			}
 		}
 		all := true

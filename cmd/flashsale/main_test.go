@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/identity"
 	"github.com/flashsale/flashsale/waitroom"
 )
@@ -139,22 +140,7 @@ func TestServeSaleAndShutdown(t *testing.T) {
 		t.Fatalf("list printed:\n%s", out)
 	}
 
-	jwt := strings.TrimSpace(cli(t, "token", "--user", "alice"))
-	auth := map[string]string{"Authorization": "Bearer " + jwt}
-	var ids []string
-	for _, key := range []string{"k1"} {
-		_, tk := call(t, "GET", base+"/sale/cli-shoe/ticket", auth, "")
-		stCode, st := call(t, "GET", base+"/sale/cli-shoe/status?token="+tk["token"].(string), nil, "")
-		if st["admissionToken"] == nil {
-			t.Fatalf("status: %d %v", stCode, st)
-		}
-		code, res := call(t, "POST", base+"/sale/cli-shoe/reserve", map[string]string{"Authorization": "Bearer " + jwt,
-			"X-Admission-Token": st["admissionToken"].(string), "Idempotency-Key": key}, "")
-		if code != 201 {
-			t.Fatalf("reserve: %d %v", code, res)
-		}
-		ids = append(ids, res["reservationId"].(string))
-	}
+	id := reserveOne(t, shopperOf(t, base, "alice"), "cli-shoe", "k1").ReservationID
 	if out := cli(t, "sale", "pause", "cli-shoe", "--server", base, "--reason", "count check"); !strings.Contains(out, `"state": "paused"`) ||
 		!strings.Contains(out, "count check") {
 		t.Fatalf("pause printed:\n%s", out)
@@ -173,9 +159,8 @@ func TestServeSaleAndShutdown(t *testing.T) {
 	// and the waiting room's key survived (the old ticket still verifies).
 	base, stop = startServer(t, dir)
 	defer stop()
-	code, res := call(t, "GET", base+"/reservations/"+ids[0], auth, "")
-	if code != 200 || res["state"] != "pending" {
-		t.Fatalf("after restart: %d %v", code, res)
+	if res, err := shopperOf(t, base, "alice").Reservation(context.Background(), id); err != nil || res.State != flashsale.ReservationPending {
+		t.Fatalf("after restart: %+v %v", res, err)
 	}
 	if out := cli(t, "sale", "show", "cli-shoe", "--server", base); !strings.Contains(out, `"pending": 1`) {
 		t.Fatalf("show after restart:\n%s", out)

@@ -8,12 +8,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/flashsale/flashsale"
+	"github.com/flashsale/flashsale/client"
 )
 
 const saleUsage = `Usage:
@@ -149,12 +150,20 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 	if err != nil {
 		return err
 	}
-	cl := &adminClient{base: strings.TrimRight(*server, "/"), token: *adminToken, http: &http.Client{Timeout: 30 * time.Second}, fields: saleFields}
+	// The live stream lasts as long as the operator watches: no timeout.
+	timeout := 30 * time.Second
+	if sub == "watch" {
+		timeout = 0
+	}
+	cl, err := newOperator(*server, *adminToken, timeout, saleFields, stdout)
+	if err != nil {
+		return err
+	}
 	needSKU := func() (string, error) {
 		if len(positional) != 1 {
 			return "", usageError{fmt.Sprintf("sale %s: give exactly one SKU (flashsale sale %s --help)", sub, sub)}
 		}
-		return url.PathEscape(positional[0]), nil
+		return positional[0], nil
 	}
 	switch sub {
 	case "create":
@@ -166,68 +175,58 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		set := given(fs)
 		now := time.Now()
-		body := map[string]any{
-			"sku": *sku, "name": *name, "initialStock": *stock, "holdSeconds": *hold, "perUserLimit": *perUser,
-			"fairness": fairness.value, "admissionPerSecond": *rate, "minAccountAgeSeconds": int(minAge.Seconds()),
-			"challengeBits": *challenge, "shards": *shards,
+		// The client leaves a zero out, for the server's default: a zero
+		// given here is refused, as the server refuses an explicit one.
+		for _, f := range []struct {
+			flag string
+			v    int
+		}{{"hold-seconds", *hold}, {"per-user-limit", *perUser}, {"shards", *shards}} {
+			if f.v == 0 {
+				return fmt.Errorf("--%s must be at least 1", f.flag)
+			}
 		}
-		for _, t := range []struct{ flag, key, val string }{
-			{"opens-at", "opensAt", *opensAt}, {"closes-at", "closesAt", *closesAt},
-			{"registration-closes-at", "registrationClosesAt", *regClosesAt}} {
-			if t.val == "" {
+		body := client.NewSale{SKU: *sku, Name: *name, InitialStock: *stock, HoldSeconds: *hold, PerUserLimit: *perUser,
+			Fairness: flashsale.Fairness(fairness.value), AdmissionPerSecond: *rate, MinAccountAgeSeconds: int(minAge.Seconds()),
+			ChallengeBits: *challenge, Shards: *shards}
+		for _, t := range []struct {
+			flag, val string
+			dst       *time.Time
+		}{
+			{"opens-at", *opensAt, &body.OpensAt}, {"closes-at", *closesAt, &body.ClosesAt},
+			{"registration-closes-at", *regClosesAt, &body.RegistrationClosesAt}} {
+			if t.val == "" && t.flag != "opens-at" {
 				continue
 			}
 			at, err := parseWhen(t.flag, t.val, now)
 			if err != nil {
 				return err
 			}
-			body[t.key] = at
+			*t.dst = at
 		}
 		if set["registration-closes-at"] && fairness.value != "lottery" {
 			return usageError{"sale create: --registration-closes-at is for --fairness lottery"}
 		}
-		d := map[string]string{}
-		for k, v := range display {
-			if *v != "" {
-				d[k] = *v
-			}
+		d := client.Display{Title: *display["title"], Description: *display["description"], ImageURL: *display["imageUrl"],
+			PriceText: *display["priceText"], ShopURL: *display["shopUrl"], BrandColor: *display["brandColor"],
+			LogoURL: *display["logoUrl"]}
+		if d != (client.Display{}) {
+			body.Display = &d
 		}
-		if len(d) > 0 {
-			body["display"] = d
-		}
-		return cl.do(ctx, http.MethodPost, "/admin/sales", body, stdout)
+		return cl.print(cl.CreateSale(ctx, body))
 	case "list":
 		if len(positional) > 0 {
 			return usageError{"sale list: unexpected arguments: " + strings.Join(positional, " ")}
 		}
-		var raw json.RawMessage
-		if err := cl.decode(ctx, http.MethodGet, "/admin/sales", nil, &raw); err != nil {
-			return err
+		sales, err := cl.Sales(ctx)
+		if err != nil {
+			return cl.fail(err)
 		}
 		if output.value == "json" {
-			return printJSON(stdout, raw)
-		}
-		var out struct {
-			Sales []struct {
-				SKU          string `json:"sku"`
-				State        string `json:"state"`
-				InitialStock int    `json:"initialStock"`
-				Counter      *int64 `json:"counter"`
-				Pending      int64  `json:"pending"`
-				Confirmed    int64  `json:"confirmed"`
-				Waiting      int64  `json:"waiting"`
-				OpensAt      string `json:"opensAt"`
-				Invariant    struct {
-					OK bool `json:"ok"`
-				} `json:"invariant"`
-			} `json:"sales"`
-		}
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return err
+			return cl.printAnswer()
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SKU\tSTATE\tSTOCK\tLEFT\tPENDING\tCONFIRMED\tWAITING\tINVARIANT\tOPENS AT")
-		for _, s := range out.Sales {
+		for _, s := range sales {
 			counter := "-"
 			if s.Counter != nil {
 				counter = strconv.FormatInt(*s.Counter, 10)
@@ -237,7 +236,7 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 				inv = "FAILED"
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%s\t%s\n", s.SKU, s.State, s.InitialStock, counter, s.Pending,
-				s.Confirmed, s.Waiting, inv, s.OpensAt)
+				s.Confirmed, s.Waiting, inv, stamp(s.OpensAt))
 		}
 		return tw.Flush()
 	}
@@ -247,49 +246,42 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 	}
 	switch sub {
 	case "show":
-		return cl.do(ctx, http.MethodGet, "/admin/sales/"+s, nil, stdout)
+		return cl.print(cl.Sale(ctx, s))
 	case "update":
 		return updateSale(ctx, cl, fs, s, updateFlags{name: name, closesAt: closesAt, rate: rate, hold: hold,
 			perUser: perUser, minAge: minAge, challenge: challenge, stock: stock, retry: *retry}, stdout, stderr)
 	case "watch":
 		return watchSale(ctx, cl, s, !*plain && isTerminal(stdout), stdout)
 	case "pause":
-		return cl.do(ctx, http.MethodPost, "/admin/sales/"+s+"/pause", map[string]string{"reason": *reason}, stdout)
+		return cl.print(cl.Pause(ctx, s, *reason))
 	case "counter-log":
-		var raw json.RawMessage
-		if err := cl.decode(ctx, http.MethodGet, fmt.Sprintf("/admin/sales/%s/audit?limit=%d", s, *limit), nil, &raw); err != nil {
-			return err
+		if *limit < 1 {
+			// The client leaves a limit below 1 out, for the server's
+			// default; the server refuses one.
+			return fmt.Errorf("--limit %d: the limit is from 1 to 10000", *limit)
+		}
+		log, err := cl.Audit(ctx, s, *limit)
+		if err != nil {
+			return cl.fail(err)
 		}
 		if output.value == "json" {
-			return printJSON(stdout, raw)
-		}
-		var out struct {
-			Entries []struct {
-				Seq           int64  `json:"seq"`
-				At            string `json:"at"`
-				Op            string `json:"op"`
-				Source        string `json:"source"`
-				Delta         int64  `json:"delta"`
-				Counter       int64  `json:"counter"`
-				ReservationID string `json:"reservationId"`
-			} `json:"entries"`
-		}
-		if err := json.Unmarshal(raw, &out); err != nil {
-			return err
+			return cl.printAnswer()
 		}
 		tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEQ\tAT\tOP\tDELTA\tCOUNTER\tSOURCE\tRESERVATION")
-		for _, e := range out.Entries {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%+d\t%d\t%s\t%s\n", e.Seq, e.At, e.Op, e.Delta, e.Counter, e.Source, e.ReservationID)
+		for _, e := range log.Entries {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%+d\t%d\t%s\t%s\n", e.Seq, stamp(e.At), e.Op, e.Delta, e.Counter, e.Source, e.ReservationID)
 		}
 		return tw.Flush()
 	case "audit":
 		if *cancelOrders {
-			return cl.do(ctx, http.MethodPost, "/admin/sales/"+s+"/automation/cancel", map[string]any{}, stdout)
+			return cl.print(cl.CancelAutomation(ctx, s))
 		}
-		return cl.do(ctx, http.MethodGet, "/admin/sales/"+s+"/automation", nil, stdout)
-	default: // resume, rebuild
-		return cl.do(ctx, http.MethodPost, "/admin/sales/"+s+"/"+sub, map[string]any{}, stdout)
+		return cl.print(cl.Automation(ctx, s))
+	case "resume":
+		return cl.print(cl.Resume(ctx, s))
+	default: // rebuild
+		return cl.print(cl.Rebuild(ctx, s))
 	}
 }
 
@@ -304,46 +296,44 @@ type updateFlags struct {
 // updateSale changes the flags given, if nobody changed the sale since its
 // version was read; with retry, it reads the version again and repeats the
 // change (up to three times) when someone did.
-func updateSale(ctx context.Context, cl *adminClient, fs *flag.FlagSet, sku string, f updateFlags, stdout, stderr io.Writer) error {
+func updateSale(ctx context.Context, cl *operator, fs *flag.FlagSet, sku string, f updateFlags, stdout, stderr io.Writer) error {
 	set := given(fs)
-	body := map[string]any{}
+	var body client.SalePatch
 	if set["name"] {
-		body["name"] = *f.name
+		body.Name = f.name
 	}
 	if set["closes-at"] {
 		at, err := parseWhen("closes-at", *f.closesAt, time.Now())
 		if err != nil {
 			return err
 		}
-		body["closesAt"] = at
+		body.ClosesAt = &at
 	}
 	for _, p := range []struct {
-		flag, key string
-		v         *int
-	}{{"rate", "admissionPerSecond", f.rate}, {"admission-per-second", "admissionPerSecond", f.rate},
-		{"hold-seconds", "holdSeconds", f.hold}, {"per-user-limit", "perUserLimit", f.perUser},
-		{"challenge-bits", "challengeBits", f.challenge}, {"stock", "initialStock", f.stock}} {
+		flag string
+		v    *int
+		dst  **int
+	}{{"rate", f.rate, &body.AdmissionPerSecond}, {"admission-per-second", f.rate, &body.AdmissionPerSecond},
+		{"hold-seconds", f.hold, &body.HoldSeconds}, {"per-user-limit", f.perUser, &body.PerUserLimit},
+		{"challenge-bits", f.challenge, &body.ChallengeBits}, {"stock", f.stock, &body.InitialStock}} {
 		if set[p.flag] {
-			body[p.key] = *p.v
+			*p.dst = p.v
 		}
 	}
 	if set["min-account-age"] {
-		body["minAccountAgeSeconds"] = int(f.minAge.Seconds())
+		age := int(f.minAge.Seconds())
+		body.MinAccountAgeSeconds = &age
 	}
-	if len(body) == 0 {
+	if body == (client.SalePatch{}) {
 		return usageError{"sale update: give at least one change, e.g. --rate 200 (flashsale sale update --help)"}
 	}
 	for attempt := 1; ; attempt++ {
-		var sale struct {
-			Version int64 `json:"version"`
+		sale, err := cl.Sale(ctx, sku)
+		if err != nil {
+			return cl.fail(err)
 		}
-		if err := cl.decode(ctx, http.MethodGet, "/admin/sales/"+sku, nil, &sale); err != nil {
-			return err
-		}
-		cl.header = http.Header{"If-Match": {strconv.FormatInt(sale.Version, 10)}}
-		err := cl.do(ctx, http.MethodPatch, "/admin/sales/"+sku, body, stdout)
-		var apiErr *apiError
-		if !errors.As(err, &apiErr) || apiErr.code != "version_conflict" {
+		err = cl.print(cl.UpdateSale(ctx, sku, sale.Version, body))
+		if !errors.Is(err, client.ErrVersionConflict) {
 			return err
 		}
 		if !f.retry {
@@ -401,101 +391,4 @@ func printJSON(w io.Writer, raw json.RawMessage) error {
 	buf.WriteByte('\n')
 	_, err := w.Write(buf.Bytes())
 	return err
-}
-
-type adminClient struct {
-	base  string
-	token string
-	http  *http.Client
-	// header is sent with every request (If-Match, X-Operator).
-	header http.Header
-	// fields names the command's flags after the API's fields, for the
-	// server's messages.
-	fields apiFields
-}
-
-// apiError is an error answer of the server: its code and message (with
-// the command's flag names for the API's field names), and the status.
-type apiError struct {
-	code, message string
-	status        int
-}
-
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%s (%s, HTTP %d)", e.message, e.code, e.status)
-}
-
-// do sends a request and prints the JSON answer, indented.
-func (c *adminClient) do(ctx context.Context, method, path string, body any, stdout io.Writer) error {
-	var raw json.RawMessage
-	if err := c.decode(ctx, method, path, body, &raw); err != nil {
-		return err
-	}
-	return printJSON(stdout, raw)
-}
-
-func (c *adminClient) request(ctx context.Context, method, path string, body any) (*http.Request, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return nil, usageError{fmt.Sprintf("--server %q: not a URL such as http://127.0.0.1:8080", c.base)}
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range c.header {
-		req.Header[k] = v
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	return req, nil
-}
-
-func (c *adminClient) decode(ctx context.Context, method, path string, body, out any) error {
-	req, err := c.request(ctx, method, path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("the server at %s did not answer (--server): %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		return c.failure(resp.StatusCode, data)
-	}
-	return json.Unmarshal(data, out)
-}
-
-// failure turns an error answer into an error that says what to do.
-func (c *adminClient) failure(status int, data []byte) error {
-	var e struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(data, &e) != nil || e.Error.Code == "" {
-		return fmt.Errorf("the server answered HTTP %d", status)
-	}
-	msg := c.fields.say(e.Error.Message)
-	if status == http.StatusUnauthorized {
-		msg = "the server wants its admin token: give --admin-token or set FLASHSALE_ADMIN_TOKEN"
-		if c.token != "" {
-			msg = "the server refused this admin token (--admin-token, FLASHSALE_ADMIN_TOKEN)"
-		}
-	}
-	return &apiError{code: e.Error.Code, message: msg, status: status}
 }

@@ -3,13 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/flashsale/flashsale/client"
 	"github.com/flashsale/flashsale/waitroom"
 )
 
@@ -69,35 +72,46 @@ func verifyCmd(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 func readDraw(ctx context.Context, src string) (*waitroom.DrawDocument, error) {
-	var rd io.Reader
 	if strings.HasPrefix(src, "http://") || strings.HasPrefix(src, "https://") {
-		if !strings.HasSuffix(strings.TrimRight(src, "/"), "/draw") {
-			src = strings.TrimRight(src, "/") + "/draw"
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, src, nil)
-		if err != nil {
-			return nil, err
-		}
-		resp, err := (&http.Client{Timeout: 5 * time.Minute}).Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("%s answered %d: the draw may not have run yet", src, resp.StatusCode)
-		}
-		rd = resp.Body
-	} else {
-		f, err := os.Open(src)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		rd = f
+		return fetchDraw(ctx, src)
 	}
+	f, err := os.Open(src)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	var doc waitroom.DrawDocument
-	if err := json.NewDecoder(rd).Decode(&doc); err != nil {
+	if err := json.NewDecoder(f).Decode(&doc); err != nil {
 		return nil, fmt.Errorf("read the draw: %w", err)
 	}
 	return &doc, nil
+}
+
+// fetchDraw asks the server for the sale's published draw; src is the
+// sale's URL (http://host/sale/SKU) or its draw's.
+func fetchDraw(ctx context.Context, src string) (*waitroom.DrawDocument, error) {
+	sale := strings.TrimSuffix(strings.TrimRight(src, "/"), "/draw")
+	i := strings.LastIndex(sale, "/sale/")
+	if i < 0 || sale[i+len("/sale/"):] == "" || strings.Contains(sale[i+len("/sale/"):], "/") {
+		return nil, fmt.Errorf("%s is not a sale's URL: give http://host/sale/SKU or http://host/sale/SKU/draw", src)
+	}
+	sku, err := url.PathUnescape(sale[i+len("/sale/"):])
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a sale's URL: %w", src, err)
+	}
+	// A draw of many entrants takes a while to fetch.
+	c, err := client.New(sale[:i], client.WithHTTPClient(&http.Client{Timeout: 5 * time.Minute}))
+	if err != nil {
+		return nil, err
+	}
+	doc, err := c.Draw(ctx, sku)
+	var e *client.Error
+	if errors.As(err, &e) {
+		return nil, fmt.Errorf("%s/draw answered %d: the draw may not have run yet", sale, e.Status)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := waitroom.DrawDocument(*doc)
+	return &d, nil
 }

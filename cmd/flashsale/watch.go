@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashsale/flashsale/client"
 )
 
 // liveView is the part of the live feed's event `sale` the terminal view
@@ -73,9 +74,7 @@ type liveView struct {
 // terminal it redraws the figures in place every second; otherwise it
 // prints a line a second. A dropped stream is reopened with Last-Event-ID,
 // so a restart or a deploy of the server shows as a pause in the figures.
-func watchSale(ctx context.Context, cl *adminClient, sku string, term bool, stdout io.Writer) error {
-	// The stream lasts as long as the operator watches: no overall timeout.
-	cl.http = &http.Client{}
+func watchSale(ctx context.Context, cl *operator, sku string, term bool, stdout io.Writer) error {
 	width := terminalWidth(stdout)
 	if term {
 		fmt.Fprint(stdout, "\x1b[?25l\x1b[2J") // hide the cursor, clear the screen
@@ -87,13 +86,16 @@ func watchSale(ctx context.Context, cl *adminClient, sku string, term bool, stdo
 		failures int
 	)
 	for {
-		err := cl.stream(ctx, "/admin/sales/"+sku+"/live", &lastID, func(ev sseEvent) {
-			if ev.event != "sale" {
-				return
+		err := cl.LiveAfter(ctx, sku, lastID, func(ev client.LiveEvent) error {
+			if ev.ID != "" {
+				lastID = ev.ID
+			}
+			if ev.Event != "sale" {
+				return nil
 			}
 			var v liveView
-			if json.Unmarshal([]byte(ev.data), &v) != nil {
-				return
+			if json.Unmarshal(ev.Data, &v) != nil {
+				return nil
 			}
 			failures = 0
 			last = &v
@@ -102,26 +104,23 @@ func watchSale(ctx context.Context, cl *adminClient, sku string, term bool, stdo
 			} else {
 				fmt.Fprintln(stdout, liveLine(&v))
 			}
+			return nil
 		})
 		if ctx.Err() != nil {
 			return nil // Ctrl-C: a clean end
 		}
-		var apiErr *apiError
+		var apiErr *client.Error
 		if errors.As(err, &apiErr) {
-			if apiErr.status == http.StatusNotFound {
+			if apiErr.Status == http.StatusNotFound {
 				return fmt.Errorf("there is no sale %s on %s", sku, cl.base)
 			}
-			if apiErr.status < 500 {
-				return err
+			if apiErr.Status < 500 {
+				return cl.fail(err)
 			}
-		}
-		var usage usageError
-		if errors.As(err, &usage) {
-			return err
 		}
 		failures++
 		wait := min(time.Duration(1<<min(failures-1, 4))*time.Second, 15*time.Second)
-		status := fmt.Sprintf("the feed was cut (%v); reconnecting in %s", describeCut(err), wait)
+		status := fmt.Sprintf("the feed was cut (%v); reconnecting in %s", describeCut(cl.fail(err)), wait)
 		if last != nil {
 			status += fmt.Sprintf("; these figures are from %s", last.At.UTC().Format("15:04:05 UTC"))
 		}
@@ -143,60 +142,6 @@ func describeCut(err error) string {
 		return "the server closed it"
 	}
 	return err.Error()
-}
-
-// sseEvent is one server-sent event.
-type sseEvent struct{ id, event, data string }
-
-// stream reads the event stream at path until it ends, handing each event
-// to f, and keeps the last event's id for a reconnection.
-func (c *adminClient) stream(ctx context.Context, path string, lastID *string, f func(sseEvent)) error {
-	req, err := c.request(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if *lastID != "" {
-		req.Header.Set("Last-Event-ID", *lastID)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("the server at %s did not answer (--server): %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return c.failure(resp.StatusCode, data)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var ev sseEvent
-	var data []string
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			if len(data) > 0 {
-				ev.data = strings.Join(data, "\n")
-				if ev.id != "" {
-					*lastID = ev.id
-				}
-				f(ev)
-			}
-			ev, data = sseEvent{}, nil
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			ev.id = value
-		case "event":
-			ev.event = value
-		case "data":
-			data = append(data, value)
-		}
-	}
-	return sc.Err()
 }
 
 // isTerminal reports whether w is a terminal that understands the

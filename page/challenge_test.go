@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"math/bits"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/page"
+	"github.com/flashsale/flashsale/sdk"
 )
 
 // powStandIn is a hand-written server side of the proof of work, to the
@@ -38,6 +40,7 @@ func (p *powStandIn) handler() http.Handler {
 	m := http.NewServeMux()
 	m.Handle("GET /sale/pow/{$}", page.Handler())
 	m.Handle("GET /assets/", page.Handler())
+	m.Handle("GET /sdk/", sdk.Handler()) // the page runs on the SDK
 	reply := func(w http.ResponseWriter, status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -146,4 +149,17 @@ func TestChallengeAndBusyInTheBrowser(t *testing.T) {
 			t.Errorf("poll %d came %v after a 503, want at least %v", i+2, gap, least)
 		}
 	}
+}
+
+// zeroBits counts the leading zero bits of a digest, as the contract's
+// proof of work does.
+func zeroBits(sum [32]byte) int {
+	n := 0
+	for _, b := range sum {
+		if b != 0 {
+			return n + bits.LeadingZeros8(b)
+		}
+		n += 8
+	}
+	return n
 }

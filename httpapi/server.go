@@ -160,15 +160,16 @@ func (s *Server) routes() {
 			m.Handle("GET /sale/{sku}/{$}", s.cfg.Page)
 			m.Handle("GET /assets/", s.cfg.Page)
 		}
-		// The JavaScript SDK, for a shop's storefront and for the page,
-		// which is built on it.
-		m.Handle("GET "+sdk.Prefix, sdkHandler)
 		if s.cfg.MintDemoToken != nil {
 			m.HandleFunc("GET /demo/token", s.getDemoToken)
 		}
 	}
 	m.HandleFunc("GET /sale/{sku}", s.getSale)
 	m.HandleFunc("GET /sale/{sku}/draw", s.getDraw)
+	// The JavaScript SDK, for a shop's storefront and for the page, which
+	// is built on it: static files, served by every role, so that a
+	// balancer that sends an unknown path to the origins still finds it.
+	m.Handle("GET "+sdk.Prefix, sdkHandler)
 
 	if origin {
 		// The purchase path.

@@ -2,16 +2,15 @@ package page_test
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"math/bits"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/challenge"
 	"github.com/flashsale/flashsale/page"
 	"github.com/flashsale/flashsale/sdk"
 )
@@ -98,7 +97,7 @@ func (p *powStandIn) handler() http.Handler {
 			return
 		}
 		if body["token"] != "ticket-1" || body["salt"] != p.salt ||
-			zeroBits(sha256.Sum256([]byte(body["salt"]+body["nonce"]))) < p.difficulty {
+			challenge.LeadingZeroBits(body["salt"], body["nonce"]) < p.difficulty {
 			reply(w, 403, map[string]any{"error": map[string]string{"code": "challenge_failed", "message": "no"}})
 			return
 		}
@@ -110,7 +109,7 @@ func (p *powStandIn) handler() http.Handler {
 // TestChallengeAndBusyInTheBrowser: the page says "come back shortly" to
 // 503s and backs off (never a tight loop), then solves the proof of work
 // in its worker and trades the solution for an admission, all to the
-// contract, checked here with Go's SHA-256.
+// contract, checked here with the server's own check (challenge.LeadingZeroBits).
 func TestChallengeAndBusyInTheBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -140,7 +139,7 @@ func TestChallengeAndBusyInTheBrowser(t *testing.T) {
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if got := zeroBits(sha256.Sum256([]byte(p.salt + p.admission["nonce"]))); got < p.difficulty {
+	if got := challenge.LeadingZeroBits(p.salt, p.admission["nonce"]); got < p.difficulty {
 		t.Errorf("nonce %q gives %d zero bits, want %d", p.admission["nonce"], got, p.difficulty)
 	}
 	// Backoff after each 503: 2 s then 4 s, each jittered by at least 0.7.
@@ -149,17 +148,4 @@ func TestChallengeAndBusyInTheBrowser(t *testing.T) {
 			t.Errorf("poll %d came %v after a 503, want at least %v", i+2, gap, least)
 		}
 	}
-}
-
-// zeroBits counts the leading zero bits of a digest, as the contract's
-// proof of work does.
-func zeroBits(sum [32]byte) int {
-	n := 0
-	for _, b := range sum {
-		if b != 0 {
-			return n + bits.LeadingZeros8(b)
-		}
-		n += 8
-	}
-	return n
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/flashsale/flashsale/challenge"
 	"github.com/flashsale/flashsale/internal/testenv"
 )
 
@@ -81,7 +81,7 @@ func TestSHA256MatchesGo(t *testing.T) {
 		_, _ = rand.Read(p)
 		for _, suffix := range []string{"0", "7", "4711", "12345678901234"} {
 			in.Prefixed = append(in.Prefixed, prefixed{Prefix: hex.EncodeToString(p), Suffix: suffix})
-			want = append(want, zeroBits(sha256.Sum256(append(append([]byte{}, p...), suffix...))))
+			want = append(want, challenge.LeadingZeroBits(string(p), suffix))
 		}
 	}
 	body, _ := json.Marshal(in)
@@ -115,7 +115,7 @@ func TestSHA256MatchesGo(t *testing.T) {
 }
 
 // TestProofOfWorkSolvesForGo: a nonce the SDK finds passes the check the
-// contract describes, done with Go's crypto/sha256, as the server will.
+// contract describes: the server's own (challenge.LeadingZeroBits).
 func TestProofOfWorkSolvesForGo(t *testing.T) {
 	bin := node(t)
 	raw := make([]byte, 18)
@@ -131,18 +131,7 @@ func TestProofOfWorkSolvesForGo(t *testing.T) {
 	if !regexp.MustCompile(`^[0-9]+$`).MatchString(nonce) {
 		t.Fatalf("nonce %q is not decimal", nonce)
 	}
-	if got := zeroBits(sha256.Sum256([]byte(salt + nonce))); got < difficulty {
+	if got := challenge.LeadingZeroBits(salt, nonce); got < difficulty {
 		t.Fatalf("SHA-256(%q + %q) starts with %d zero bits, want %d", salt, nonce, got, difficulty)
 	}
-}
-
-func zeroBits(sum [32]byte) int {
-	n := 0
-	for _, b := range sum {
-		if b != 0 {
-			return n + bits.LeadingZeros8(b)
-		}
-		n += 8
-	}
-	return n
 }

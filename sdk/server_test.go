@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +22,7 @@ import (
 	"github.com/flashsale/flashsale/identity"
 	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/sdk"
+	"github.com/flashsale/flashsale/token"
 )
 
 // server is a real flash-sale server (the embedded default: in-process
@@ -362,4 +367,132 @@ func containsAll(events []any, want ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestSDKAcrossServers: the SDK holds its place in the shopper's browser,
+// never in a server, so it does not mind which server of a fleet answers.
+// Two servers over one PostgreSQL and one Redis, each named the shop's
+// origin, behind a balancer that alternates between them: the shop's
+// preflight is granted by both, and the SDK in Node takes its ticket from
+// one, polls both, and reserves on whichever the balancer picks.
+func TestSDKAcrossServers(t *testing.T) {
+	bin := node(t)
+	const shop = "https://shop.example"
+	dbURL := testenv.Postgres(t)
+	_, prefix := testenv.Redis(t)
+	key, err := token.GenerateKey("sdk-fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := token.FormatKeys([]token.Key{key}) // a ticket signed by one is read by the other
+	ctx, cancel := context.WithCancel(context.Background())
+	var servers [2]*httptest.Server
+	for i := range servers {
+		eng, err := engine.Open(ctx, engine.Config{DataDir: t.TempDir(), DatabaseURL: dbURL,
+			RedisURL: testenv.RedisURL(), RedisPrefix: prefix, TokenKeys: keys, Source: fmt.Sprintf("sdk-fleet-%d", i),
+			GateTimeout: 5 * time.Second, RecordTimeout: 30 * time.Second, CORSOrigins: []string{shop}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.Start(ctx)
+		servers[i] = httptest.NewServer(eng.Handler)
+		t.Cleanup(func() {
+			servers[i].Close()
+			eng.Stop()
+			eng.Close()
+		})
+	}
+	t.Cleanup(cancel)
+	var next atomic.Int64
+	var mu sync.Mutex
+	served := map[string]map[int]bool{} // route -> the servers that answered it
+	var proxies [2]*httputil.ReverseProxy
+	for i, s := range servers {
+		u, _ := url.Parse(s.URL)
+		proxies[i] = httputil.NewSingleHostReverseProxy(u)
+	}
+	lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i := int(next.Add(1) % 2)
+		route := r.Method + " " + regexp.MustCompile(`/res_[^/]+`).ReplaceAllString(r.URL.Path, "/{id}")
+		mu.Lock()
+		if served[route] == nil {
+			served[route] = map[int]bool{}
+		}
+		served[route][i] = true
+		mu.Unlock()
+		proxies[i].ServeHTTP(w, r)
+	}))
+	defer lb.Close()
+
+	// The sale, created on one server, is known to both.
+	body := map[string]any{"sku": "kicks", "name": "Kicks", "initialStock": 2, "admissionPerSecond": 50,
+		"opensAt": time.Now().UTC().Add(-time.Second).Format(time.RFC3339)}
+	b, _ := json.Marshal(body)
+	resp, err := http.Post(servers[0].URL+"/admin/sales", "application/json", bytes.NewReader(b))
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create sale: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	// Both servers grant the shop's preflight, alike.
+	for i, s := range servers {
+		req, _ := http.NewRequest("OPTIONS", s.URL+"/sale/kicks/status", nil)
+		req.Header.Set("Origin", shop)
+		req.Header.Set("Access-Control-Request-Method", "GET")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 204 || resp.Header.Get("Access-Control-Allow-Origin") != shop {
+			t.Fatalf("server %d's preflight: %v %v", i, resp, err)
+		}
+		resp.Body.Close()
+	}
+
+	jwt, err := identity.MintHS256([]byte(identity.DevelopmentSecret), "ann", 720*time.Hour, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr bytes.Buffer
+	run, stop := context.WithTimeout(ctx, 60*time.Second)
+	defer stop()
+	cmd := exec.CommandContext(run, bin, "testdata/storefront.js", lb.URL, "kicks", jwt, "reserve")
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node storefront.js: %v\n%s", err, stderr.Bytes())
+	}
+	var got struct {
+		Outcome string
+		Events  []string
+		Reserve struct {
+			Status int
+			Body   struct{ ReservationID string }
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil || got.Outcome != "reserved" || got.Reserve.Status != 201 {
+		t.Fatalf("through the balancer: %s (%v)", out.Bytes(), err)
+	}
+	// The reservation is ann's, on either server.
+	for i, s := range servers {
+		req, _ := http.NewRequest("GET", s.URL+"/reservations/"+got.Reserve.Body.ReservationID, nil)
+		req.Header.Set("Authorization", "Bearer "+jwt)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("server %d does not know ann's reservation: %v %v", i, resp, err)
+		}
+		resp.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The place and the purchase (the sale's published view aside) went
+	// to both servers: a ticket of one was good at the other.
+	used := map[int]bool{}
+	for route, by := range served {
+		if route != "GET /sale/kicks" {
+			for i := range by {
+				used[i] = true
+			}
+		}
+	}
+	if len(used) != 2 {
+		t.Errorf("the SDK's ticket, status and reserve went to one server only: %v", served)
+	}
+	t.Logf("routes and the servers that answered them: %v", served)
 }

@@ -125,3 +125,9 @@ test('retrying gives up after its tries, never looping', async () => {
   assert.equal(requests.length, 4);
   assert.ok(waits.every((ms) => ms >= 1000), `waits ${waits}`);
 });
+
+test('a base address with a trailing slash makes no doubled slash', async () => {
+  const { fetch, requests } = fakeFetch([{ status: 200, body: {} }]);
+  await new Api({ sku: 'kicks', base: 'https://sale.example/', fetch }).sale();
+  assert.equal(requests[0].url, 'https://sale.example/sale/kicks');
+});

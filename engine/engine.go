@@ -223,6 +223,9 @@ type Config struct {
 	// PageDir, when set, is a directory whose files override the
 	// waiting-room page's own (page.Config.Dir).
 	PageDir string
+	// CORSOrigins are the storefront origins whose pages may call the
+	// shopper routes with the JavaScript SDK (httpapi.ParseCORSOrigins).
+	CORSOrigins []string
 }
 
 // Engine is an assembled server. Its Handler serves the API; Start runs the
@@ -467,7 +470,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 		Watcher: e.Watcher, Warmer: e.Warmer,
 		Store: e.Background, Gate: e.Gate, Queue: e.Queue, Snapshots: e.Snapshots, Pacer: e.Pacer,
 		InFlight: e.InFlight, RoomInFlight: e.RoomInFlight, AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart,
-		Now: cfg.Now, Logger: logger, Metrics: e.Metrics,
+		Now: cfg.Now, Logger: logger, Metrics: e.Metrics, CORSOrigins: cfg.CORSOrigins,
 		AccountInFlight: e.AccountInFlight, TrustClientInstrument: cfg.TrustClientInstrument || cfg.Demo})
 	e.API = api
 	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
@@ -548,7 +551,8 @@ func (e *Engine) openEdge(ctx context.Context) error {
 	}
 	api := httpapi.New(httpapi.Config{Role: httpapi.RoleEdge, Room: e.Room, Shoppers: e.Shoppers,
 		Page: pg, MintDemoToken: e.demoMinter(), RoomInFlight: e.RoomInFlight, Ready: e.edgeReady,
-		AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics})
+		AdminToken: cfg.AdminToken, MetricsApart: cfg.MetricsApart, Now: cfg.Now, Logger: cfg.Logger, Metrics: e.Metrics,
+		CORSOrigins: cfg.CORSOrigins})
 	e.API = api
 	e.Handler, e.MetricsHandler = api, api.PublicMetrics()
 	return nil

@@ -27,6 +27,7 @@ import (
 	"github.com/flashsale/flashsale/invariant"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/purchase"
+	"github.com/flashsale/flashsale/sdk"
 	"github.com/flashsale/flashsale/waitroom"
 )
 
@@ -71,6 +72,11 @@ type Config struct {
 	Snapshots  *waitroom.OriginSnapshots
 	Pacer      *waitroom.Pacer
 	AdminToken string
+	// CORSOrigins are the origins (scheme://host[:port], see
+	// ParseCORSOrigins) whose pages may call the shopper routes from a
+	// browser: a shop's storefront using the JavaScript SDK (cors.go).
+	// Empty: none but this server's own pages.
+	CORSOrigins []string
 	// MetricsApart leaves /metrics off this handler: it is served on a
 	// listener of its own (PublicMetrics). Otherwise /metrics is guarded
 	// as the operator routes are.
@@ -116,6 +122,8 @@ type Server struct {
 	flight singleflight.Group
 	// live produces the live feed (live.go); nil at an edge.
 	live *liveHub
+	// cors is the allow-list of storefront origins (cors.go).
+	cors corsPolicy
 }
 
 // New returns a Server.
@@ -129,7 +137,7 @@ func New(cfg Config) *Server {
 	if cfg.Role == "" {
 		cfg.Role = RoleAll
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), cors: newCORSPolicy(cfg.CORSOrigins)}
 	if cfg.Role != RoleEdge {
 		s.live = newLiveHub(s)
 	}
@@ -158,6 +166,10 @@ func (s *Server) routes() {
 	}
 	m.HandleFunc("GET /sale/{sku}", s.getSale)
 	m.HandleFunc("GET /sale/{sku}/draw", s.getDraw)
+	// The JavaScript SDK, for a shop's storefront and for the page, which
+	// is built on it: static files, served by every role, so that a
+	// balancer that sends an unknown path to the origins still finds it.
+	m.Handle("GET "+sdk.Prefix, sdkHandler)
 
 	if origin {
 		// The purchase path.
@@ -238,6 +250,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.cfg.Metrics.RecordCalls(route, rec.status >= 400, calls.Calls())
 		}
 	}()
+	if s.applyCORS(rec, r) {
+		r.Pattern = "OPTIONS (CORS preflight)" // the metric's route
+		return
+	}
 	if unclean(r.URL.Path) {
 		// The mux would redirect to the cleaned path with an HTML body; a
 		// path with "." or ".." segments or doubled slashes names no route

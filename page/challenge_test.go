@@ -2,7 +2,6 @@ package page_test
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -11,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/challenge"
 	"github.com/flashsale/flashsale/page"
+	"github.com/flashsale/flashsale/sdk"
 )
 
 // powStandIn is a hand-written server side of the proof of work, to the
@@ -38,6 +39,7 @@ func (p *powStandIn) handler() http.Handler {
 	m := http.NewServeMux()
 	m.Handle("GET /sale/pow/{$}", page.Handler())
 	m.Handle("GET /assets/", page.Handler())
+	m.Handle("GET /sdk/", sdk.Handler()) // the page runs on the SDK
 	reply := func(w http.ResponseWriter, status int, v any) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
@@ -95,7 +97,7 @@ func (p *powStandIn) handler() http.Handler {
 			return
 		}
 		if body["token"] != "ticket-1" || body["salt"] != p.salt ||
-			zeroBits(sha256.Sum256([]byte(body["salt"]+body["nonce"]))) < p.difficulty {
+			challenge.LeadingZeroBits(body["salt"], body["nonce"]) < p.difficulty {
 			reply(w, 403, map[string]any{"error": map[string]string{"code": "challenge_failed", "message": "no"}})
 			return
 		}
@@ -107,7 +109,7 @@ func (p *powStandIn) handler() http.Handler {
 // TestChallengeAndBusyInTheBrowser: the page says "come back shortly" to
 // 503s and backs off (never a tight loop), then solves the proof of work
 // in its worker and trades the solution for an admission, all to the
-// contract, checked here with Go's SHA-256.
+// contract, checked here with the server's own check (challenge.LeadingZeroBits).
 func TestChallengeAndBusyInTheBrowser(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
@@ -137,7 +139,7 @@ func TestChallengeAndBusyInTheBrowser(t *testing.T) {
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if got := zeroBits(sha256.Sum256([]byte(p.salt + p.admission["nonce"]))); got < p.difficulty {
+	if got := challenge.LeadingZeroBits(p.salt, p.admission["nonce"]); got < p.difficulty {
 		t.Errorf("nonce %q gives %d zero bits, want %d", p.admission["nonce"], got, p.difficulty)
 	}
 	// Backoff after each 503: 2 s then 4 s, each jittered by at least 0.7.

@@ -1,18 +1,10 @@
 package page_test
 
 import (
-	"bytes"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
-	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/flashsale/flashsale/internal/testenv"
@@ -29,12 +21,13 @@ func node(t *testing.T) string {
 	return path
 }
 
-// jsDir lays the page's modules and the tests in testdata/ side by side in
-// a directory Node reads as ES modules, as the browser does.
+// jsDir lays the page's modules, the SDK's it is built on, and the tests
+// in testdata/ side by side in a directory Node reads as ES modules. (The
+// SDK's own tests run in package sdk.)
 func jsDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, pattern := range []string{"static/*.js", "testdata/*.js"} {
+	for _, pattern := range []string{"static/*.js", "../sdk/js/*.js", "testdata/*.js"} {
 		files, err := filepath.Glob(pattern)
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no %s: %v", pattern, err)
@@ -71,9 +64,8 @@ func jsDir(t *testing.T) string {
 }
 
 // TestJavaScriptUnits runs the page's unit tests (testdata/*.test.js) with
-// Node's test runner: timing, the API client, the protocol, the words
-// (every catalogue complete, no word outside them), SHA-256 and the
-// search.
+// Node's test runner: the words (every catalogue complete, no word outside
+// them, the SDK's notes included) and their formats.
 func TestJavaScriptUnits(t *testing.T) {
 	bin := node(t)
 	dir := jsDir(t)
@@ -90,103 +82,4 @@ func TestJavaScriptUnits(t *testing.T) {
 		t.Fatalf("node --test ran no test:\n%s", out)
 	}
 	t.Logf("node --test: %s tests passed", m[1])
-}
-
-// TestSHA256MatchesGo checks the page's SHA-256 against crypto/sha256 on
-// every length across three blocks, random bytes, and the prefix hasher
-// the proof of work uses, at every split of prefix and suffix.
-func TestSHA256MatchesGo(t *testing.T) {
-	bin := node(t)
-	dir := jsDir(t)
-	type prefixed struct {
-		Prefix string `json:"prefix"`
-		Suffix string `json:"suffix"`
-	}
-	var in struct {
-		Messages []string   `json:"messages"`
-		Prefixed []prefixed `json:"prefixed"`
-	}
-	var messages [][]byte
-	for n := 0; n <= 200; n++ {
-		b := make([]byte, n)
-		_, _ = rand.Read(b)
-		messages = append(messages, b)
-	}
-	messages = append(messages, bytes.Repeat([]byte{0xff}, 4096), []byte("héllo wörld ✓"))
-	for _, m := range messages {
-		in.Messages = append(in.Messages, hex.EncodeToString(m))
-	}
-	var want []int
-	for n := 0; n <= 130; n++ {
-		p := make([]byte, n)
-		_, _ = rand.Read(p)
-		for _, suffix := range []string{"0", "7", "4711", "12345678901234"} {
-			in.Prefixed = append(in.Prefixed, prefixed{Prefix: hex.EncodeToString(p), Suffix: suffix})
-			want = append(want, zeroBits(sha256.Sum256(append(append([]byte{}, p...), suffix...))))
-		}
-	}
-	body, _ := json.Marshal(in)
-	cmd := exec.Command(bin, "digests.js")
-	cmd.Dir = dir
-	cmd.Stdin = bytes.NewReader(body)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node digests.js: %v", err)
-	}
-	var got struct {
-		Digests  []string `json:"digests"`
-		ZeroBits []int    `json:"zeroBits"`
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("decode %q: %v", out, err)
-	}
-	if len(got.Digests) != len(messages) || len(got.ZeroBits) != len(want) {
-		t.Fatalf("got %d digests and %d counts, want %d and %d", len(got.Digests), len(got.ZeroBits), len(messages), len(want))
-	}
-	for i, m := range messages {
-		if sum := sha256.Sum256(m); got.Digests[i] != hex.EncodeToString(sum[:]) {
-			t.Errorf("%d-byte message: JS %s, Go %x", len(m), got.Digests[i], sum)
-		}
-	}
-	for i := range want {
-		if got.ZeroBits[i] != want[i] {
-			t.Errorf("prefixed %d: JS %d zero bits, Go %d", i, got.ZeroBits[i], want[i])
-		}
-	}
-}
-
-// TestProofOfWorkSolvesForGo: a nonce the page finds passes the check the
-// contract describes, done with Go's crypto/sha256, as the server will.
-func TestProofOfWorkSolvesForGo(t *testing.T) {
-	bin := node(t)
-	dir := jsDir(t)
-	raw := make([]byte, 18)
-	_, _ = rand.Read(raw)
-	salt := base64.RawURLEncoding.EncodeToString(raw)
-	const difficulty = 16
-	cmd := exec.Command(bin, "solve.js", salt, "16")
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node solve.js: %v", err)
-	}
-	nonce := strings.TrimSpace(string(out))
-	if !regexp.MustCompile(`^[0-9]+$`).MatchString(nonce) {
-		t.Fatalf("nonce %q is not decimal", nonce)
-	}
-	if got := zeroBits(sha256.Sum256([]byte(salt + nonce))); got < difficulty {
-		t.Fatalf("SHA-256(%q + %q) starts with %d zero bits, want %d", salt, nonce, got, difficulty)
-	}
-}
-
-func zeroBits(sum [32]byte) int {
-	n := 0
-	for _, b := range sum {
-		if b != 0 {
-			return n + bits.LeadingZeros8(b)
-		}
-		n += 8
-	}
-	return n
 }

@@ -13,17 +13,13 @@
 //	                spacing, type) are custom properties at its top
 //	i18n/*.json     the message catalogues: every word the page shows
 //	app.js          the renderer: views, words, announcements, focus,
-//	                title, the shop's display, languages
-//	protocol.js     the waiting room's protocol, apart from any page:
-//	                ticket, polling, proof of work, admission, reserve
+//	                title, the shop's display, languages; the waiting
+//	                room's protocol (ticket, polling, proof of work,
+//	                admission, reserve) is the SDK's, /sdk/flashsale.js
+//	                (package sdk), which the page imports as a shop's
+//	                storefront does
 //	i18n.js         catalogues, plurals, numbers, times and durations
 //	alerts.js       the opt-in notification and sound of the turn
-//	api.js          the contract's routes, answers decided on `code`
-//	timing.js       jittered polling and backoff, never under a second
-//	challenge.js    the proof-of-work step's decisions: answers, salts
-//	pow.js          the proof-of-work search
-//	pow-worker.js   runs it off the main thread
-//	sha256.js       SHA-256 (FIPS 180-4), for the proof of work
 //	favicon.svg     the tab's icon
 //
 // A shop overrides any of them without rebuilding: Config.Dir (serve

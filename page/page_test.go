@@ -48,11 +48,11 @@ func TestPageDirOverrides(t *testing.T) {
 		t.Fatalf("the page: %d %q %v", code, body, hdr)
 	}
 	for path, want := range map[string]string{
-		"/assets/app.css":      "#123456",     // overridden
-		"/assets/i18n/de.json": "Mein Laden",  // overridden
-		"/assets/logo.png":     "PNG",         // added
-		"/assets/i18n/fr.json": "Vente flash", // embedded
-		"/assets/protocol.js":  "WaitingRoom", // embedded
+		"/assets/app.css":      "#123456",           // overridden
+		"/assets/i18n/de.json": "Mein Laden",        // overridden
+		"/assets/logo.png":     "PNG",               // added
+		"/assets/i18n/fr.json": "Vente flash",       // embedded
+		"/assets/app.js":       "/sdk/flashsale.js", // embedded, on the SDK
 	} {
 		if code, _, body := get(t, h, path); code != 200 || !strings.Contains(body, want) {
 			t.Errorf("%s: %d, want it to hold %q", path, code, want)

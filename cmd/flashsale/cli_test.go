@@ -88,6 +88,8 @@ func TestMistakesNameTheFlag(t *testing.T) {
 		{[]string{"order", "ship", "ord_1", "--version", "0"}, nil, "--version 0"},
 		{[]string{"rehearse", "--users", "ten"}, nil, bad + `--users "ten": not a whole number`},
 		{[]string{"serve", "--addr"}, nil, "--addr needs a value"},
+		{[]string{"serve", "--cors-origins", "*"}, nil, bad + `--cors-origins: CORS origin "*": no wildcards`},
+		{[]string{"serve", "--cors-origins", "https://shop.example/checkout"}, nil, bad + `--cors-origins: CORS origin "https://shop.example/checkout"`},
 	} {
 		_, _, err := runCLI(tc.args, tc.env)
 		want, code := strings.CutPrefix(tc.want, bad)

@@ -62,6 +62,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	originToken := fs.String("origin-token", "", "edge: the origin's admin token")
 	edgeID := fs.String("edge-id", "", "edge: its name in the origin's sale view (default: host/pid)")
 	demo := fs.Bool("demo", false, "also create a demo sale that opens shortly, and (with the development key) let its page sign in demo shoppers")
+	corsOrigins := fs.String("cors-origins", "", "storefront origins whose pages may call the shopper routes with the JavaScript SDK, comma-separated scheme://host[:port] (never the operator routes; default: none; see docs/integrate.md)")
 	pageDir := fs.String("page-dir", "", "a directory whose files override the waiting-room page's own (index.html, app.css, i18n/<lang>.json, images...; see docs/page.md)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	logFormat := fs.String("log-format", "text", "text or json")
@@ -117,6 +118,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if *jwtMaxLifetime <= 0 {
 		return errors.New("serve: --user-jwt-max-lifetime must be positive")
 	}
+	origins, err := httpapi.ParseCORSOrigins(*corsOrigins)
+	if err != nil {
+		return fmt.Errorf("serve: --cors-origins: %w", err)
+	}
 	// The engine reads a zero wait as its default; here 0 means none.
 	wait := *inFlightWait
 	if wait == 0 {
@@ -165,6 +170,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		EdgeID:           *edgeID,
 		Demo:             *demo,
 		PageDir:          *pageDir,
+		CORSOrigins:      origins,
 		Logger:           logger,
 		EventsSink:       *eventsSink,
 		WebhookURL:       *webhookURL,

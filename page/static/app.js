@@ -1,5 +1,5 @@
-// The waiting room's page: it shows what the protocol (protocol.js)
-// reports, in the shopper's language, as the shop wants its sale to look
+// The waiting room's page: it shows what the SDK's waiting room
+// (/sdk/flashsale.js, the module a shop's storefront uses too) reports, in the shopper's language, as the shop wants its sale to look
 // (the sale's display), and makes every change known: in words to screen
 // readers (an aria-live region, never each second of a countdown), in the
 // tab's title, by moving focus to the action when the turn comes, and,
@@ -8,10 +8,8 @@
 // Every word comes from the message catalogues (i18n.js); text is always
 // set as text, never as markup.
 
-import { Api } from './api.js';
-import { clock, newKey } from './timing.js';
-import { LANGUAGES, languageName, loadCatalog, Messages, negotiate, translate } from './i18n.js';
-import { browserStorage, WaitingRoom } from './protocol.js';
+import { browserStorage, JWT_KEY, newKey, WaitingRoom } from '/sdk/flashsale.js';
+import { clock, LANGUAGES, languageName, loadCatalog, Messages, negotiate, translate } from './i18n.js';
 import { TurnAlerts } from './alerts.js';
 
 const $ = (id) => document.getElementById(id);
@@ -36,14 +34,14 @@ const ui = {
 };
 
 const alerts = new TurnAlerts(browserStorage);
-const api = new Api({ sku });
-const room = new WaitingRoom({
-  api,
-  onState: (s) => render(s),
-  onNote: (n) => { ui.notes[n.target] = n; renderNote(n); },
-  onSale: (sale) => { ui.sale = sale; renderSale(); },
-  onUser: (user) => { ui.user = user; renderUser(); },
-});
+// The shopper's JWT is kept across reloads: this page is where the shop's
+// sign-in sends the shopper, with the JWT in the address's fragment.
+const room = new WaitingRoom({ sku, jwtKey: JWT_KEY });
+const api = room.api;
+room.addEventListener('state', (e) => render(e.detail));
+room.addEventListener('note', (e) => { ui.notes[e.detail.target] = e.detail; renderNote(e.detail); });
+room.addEventListener('sale', (e) => { ui.sale = e.detail; renderSale(); });
+room.addEventListener('user', (e) => { ui.user = e.detail; renderUser(); });
 
 const t = (key, vars) => ui.m.t(key, vars);
 

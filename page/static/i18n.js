@@ -166,3 +166,14 @@ export function translate(root, m) {
     }
   }
 }
+
+/**
+ * clock formats a number of seconds as m:ss, or h:mm:ss past an hour.
+ */
+export function clock(seconds) {
+  const s = Math.max(0, Math.ceil(seconds));
+  const h = Math.floor(s / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const ss = String(s % 60).padStart(2, '0');
+  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`;
+}

@@ -4,7 +4,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { LANGUAGES, Messages, negotiate, placeholders } from './i18n.js';
+import { clock, LANGUAGES, Messages, negotiate, placeholders } from './i18n.js';
 
 const catalog = (lang) => JSON.parse(readFileSync(new URL(`./i18n/${lang}.json`, import.meta.url), 'utf8'));
 const en = catalog('en');
@@ -60,4 +60,11 @@ test('waits are said in each language, with Intl units', () => {
   assert.equal(messages('es').wait(150), 'unos 3 minutos');
   assert.match(messages('ja').wait(150), /^約 3\s?分$/);
   assert.equal(messages('de').wait(3 * 3600 + 600), 'etwa 3 Stunden, 10 Minuten');
+});
+
+test('clock counts down as m:ss, h:mm:ss past an hour', () => {
+  assert.equal(clock(0), '0:00');
+  assert.equal(clock(59.2), '1:00');
+  assert.equal(clock(125), '2:05');
+  assert.equal(clock(3725), '1:02:05');
 });

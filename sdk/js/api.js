@@ -29,7 +29,7 @@ export class Api {
     this.sku = sku;
     this.jwt = jwt;
     this.fetch = fetch;
-    this.base = base;
+    this.base = base.replace(/\/+$/, ''); // 'https://sale.example/' too: the server routes no '//'
   }
 
   saleURL(path = '') {

@@ -1,34 +1,48 @@
-// The waiting room's protocol, apart from any page: it holds a shopper's
-// place (a signed ticket, kept in storage), polls the sale's status when
-// the server says to, jittered, solves the proof of work in a Web Worker,
-// trades it for an admission, reserves, and follows the hold to its end.
-// It never touches the DOM and never words anything: it reports states
-// (plain objects) to its owner, who shows them. A storefront can use it
-// as it is; the waiting-room page (app.js) is one such owner.
+// The flash-sale SDK: the waiting room's protocol as an ES module, for the
+// server's own waiting-room page and for a shop's storefront alike (served
+// at /sdk/flashsale.js, no build step, no dependencies). A WaitingRoom
+// holds a shopper's place (a signed ticket, kept in storage), polls the
+// sale's status when the server says to (Retry-After, jittered, never
+// sooner), solves the proof of work in a Web Worker (pow-worker.js, beside
+// this file), trades it for an admission, reserves with an
+// Idempotency-Key, and follows the hold to its end. It never touches the
+// DOM and never words anything: it dispatches events (it is an
+// EventTarget) that its owner shows. docs/integrate.md has an example.
 //
-// States reported (onState), each {view, ...}:
-//   loading
-//   signin        {reason}  '' | 'expired' | 'notToken' | 'savedNotToken' | 'demoFailed'
-//   register      {closesAt: Date|null}
-//   scheduled     {opensIn (s), position (0: not known yet), fairness}
-//   waiting       {position, firstPosition, wait (s) | null, unitsLeft | null, chance}
-//   challenge     {phase: 'starting'|'solving'|'solved'|'refused'|'polling'|'reused',
-//                  share (0..1), rate (tries/s), secondsLeft, solvedIn (s)}
-//   admitted      {expiresIn (s), limit}
-//   reserved      {expiresIn (s), quantity, reservationId}
-//   confirmed     {orderId}
-//   cancelled, expired, paused, not_selected, closed
-//   sold_out      {final}
-//   unavailable   {retryIn (s)}
-//   error         {reason, code}
-// and notes within a state (onNote): {target: 'reserve'|'reserved', key, vars}.
+// Every state is dispatched twice: as the event `state`, detail {view,
+// ...} (what a page that shows every state listens to), and under its own
+// name, detail the same:
+//
+//   event        view         detail
+//   signin       signin       {reason}  '' | 'expired' | 'notToken' | 'savedNotToken' | 'demoFailed'
+//   register     register     {closesAt: Date|null}            (a lottery: register() to enter)
+//   scheduled    scheduled    {opensIn (s), position (0: not known yet), fairness}
+//   position     waiting      {position, firstPosition, wait (s) | null, unitsLeft | null, chance}
+//   challenge    challenge    {phase: 'starting'|'solving'|'solved'|'refused'|'polling'|'reused',
+//                              share (0..1), rate (tries/s), secondsLeft, solvedIn (s)}
+//   turn         admitted     {expiresIn (s), limit, admissionToken}
+//   reserved     reserved     {expiresIn (s), quantity, reservationId}
+//   confirmed    confirmed    {orderId}
+//   soldout      sold_out     {final}
+//   notselected  not_selected
+//   cancelled, expired, paused, closed (same names)
+//   unavailable  unavailable  {retryIn (s)}: the server is busy, the room retries by itself
+//   error        error        {reason, code}: the room stopped; boot() starts again
+//
+// Besides: `note` {target: 'reserve'|'reserved', key, vars}, a remark
+// within a state (key names a message of the page's catalogues, e.g.
+// 'reserve.busy' {seconds}); `sale` (the published sale, as loaded);
+// `user` (the signed-in shopper's id, '' when signed out).
 
-import { reserveAttempt, retrying, transient } from './api.js';
+import { Api, reserveAttempt, retrying, transient } from './api.js';
 import { backoffDelay, newKey, pollDelay } from './timing.js';
 import { expectedTries } from './pow.js';
 import { afterAdmission, SpentSalts } from './challenge.js';
 
-/** Where the shopper's JWT is kept. */
+export { Api, reserveAttempt, retrying, transient } from './api.js';
+export { backoffDelay, jitter, newKey, parseRetryAfter, pollDelay } from './timing.js';
+
+/** Where the waiting-room page keeps the shopper's JWT (its jwtKey). */
 export const JWT_KEY = 'flashsale:jwt';
 
 /** Storage that survives a browser that refuses it (private modes). */
@@ -51,22 +65,55 @@ export function claims(jwt) {
 /** How often a held reservation is looked at, for a payment made elsewhere. */
 const HOLD_CHECK_MS = 15_000;
 
-export class WaitingRoom {
+/** The events dispatched for a view, where the name is not the view's own. */
+const EVENT_OF_VIEW = { waiting: 'position', admitted: 'turn', sold_out: 'soldout', not_selected: 'notselected' };
+
+/** Module workers made from a blob, one per cross-origin worker script. */
+const blobWorkers = new Map();
+
+/**
+ * powWorker starts the proof-of-work worker at url. A worker's script
+ * must come from the page's own origin: for a storefront that loads the
+ * SDK from the flash-sale server, the worker is a one-line module of the
+ * page's origin (a blob) that imports the script from the server, which
+ * serves it with CORS. (A page whose Content-Security-Policy refuses blob:
+ * workers serves pow-worker.js itself and passes workerURL.)
+ *
+ * @param {string|URL} url
+ * @returns {Worker}
+ */
+export function powWorker(url) {
+  const href = new URL(url, globalThis.location && globalThis.location.href).href;
+  const here = globalThis.location && globalThis.location.origin;
+  if (!here || new URL(href).origin === here) return new Worker(href, { type: 'module' });
+  let blob = blobWorkers.get(href);
+  if (!blob) {
+    blob = URL.createObjectURL(new Blob([`import ${JSON.stringify(href)};\n`], { type: 'text/javascript' }));
+    blobWorkers.set(href, blob);
+  }
+  return new Worker(blob, { type: 'module' });
+}
+
+export class WaitingRoom extends EventTarget {
   /**
-   * @param {{api: import('./api.js').Api, storage?: typeof browserStorage,
-   *          newWorker?: () => Worker, onState?: (s: object) => void,
-   *          onNote?: (n: object) => void, onSale?: (sale: object) => void,
-   *          onUser?: (user: string) => void}} options
+   * @param {{sku?: string, base?: string, api?: Api, jwt?: string,
+   *          jwtKey?: string|null, storage?: typeof browserStorage,
+   *          workerURL?: string|URL, newWorker?: () => Worker}} options
+   *   sku, base    the sale and the flash-sale server's address ('' : this page's own)
+   *   api          an Api instead (tests, or a fetch of one's own)
+   *   jwt          the shopper's JWT, from the shop's sign-in (or pass it to boot)
+   *   jwtKey       where storage keeps the JWT across reloads (null: not kept)
+   *   storage      where the ticket and a hold are kept across reloads (localStorage)
+   *   workerURL    the proof-of-work worker (pow-worker.js beside this module)
    */
-  constructor({ api, storage = browserStorage, newWorker, onState = () => {}, onNote = () => {}, onSale = () => {}, onUser = () => {} }) {
-    this.api = api;
-    this.sku = api.sku;
+  constructor({ sku = '', base = '', api, jwt, jwtKey = null, storage = browserStorage, workerURL, newWorker } = {}) {
+    super();
+    this.api = api || new Api({ sku, base });
+    this.sku = this.api.sku;
     this.storage = storage;
-    this.newWorker = newWorker || (() => new Worker('/assets/pow-worker.js', { type: 'module' }));
-    this.onState = onState;
-    this.onNote = onNote;
-    this.onSale = onSale;
-    this.onUser = onUser;
+    this.jwtKey = jwtKey;
+    const worker = workerURL || new URL('./pow-worker.js', import.meta.url);
+    this.newWorker = newWorker || (() => powWorker(worker));
     this.jwt = null;
     this.user = '';
     this.sale = null;
@@ -80,19 +127,30 @@ export class WaitingRoom {
     this.spentSalts = new SpentSalts(); // salts traded or refused: not solved again
     this.ticketRetried = false;
     this.timers = { poll: 0, lapse: 0, hold: 0 };
-    api.jwt = () => this.jwt;
+    this.api.jwt = () => this.jwt;
+    if (jwt) this.signIn(jwt);
   }
 
   // ---- reporting ----------------------------------------------------------
 
+  /** dispatch sends the event type with detail. */
+  dispatch(type, detail) {
+    this.dispatchEvent(new CustomEvent(type, { detail }));
+  }
+
   emit(view, data = {}) {
     this.view = view;
-    this.onState({ view, ...data });
+    const detail = { view, ...data };
+    this.dispatch('state', detail);
+    this.dispatch(EVENT_OF_VIEW[view] || view, detail);
   }
 
   note(target, key, vars = {}) {
-    this.onNote({ target, key, vars });
+    this.dispatch('note', { target, key, vars });
   }
+
+  onSale(sale) { this.dispatch('sale', sale); }
+  onUser(user) { this.dispatch('user', user); }
 
   ticketKey() { return `flashsale:ticket:${this.sku}:${this.user}`; }
   reservationKey() { return `flashsale:reservation:${this.sku}:${this.user}`; }
@@ -105,6 +163,12 @@ export class WaitingRoom {
 
   stop() {
     for (const name of Object.keys(this.timers)) clearTimeout(this.timers[name]);
+  }
+
+  /** close stops every timer and the proof of work: the room goes quiet. */
+  close() {
+    this.stop();
+    this.endWorker();
   }
 
   /** unavailable says "come back shortly" and retries with backoff. */
@@ -122,15 +186,20 @@ export class WaitingRoom {
 
   // ---- the sale and the shopper --------------------------------------------
 
-  /** boot loads the sale, then takes or resumes the shopper's place. */
-  async boot(initialJwt) {
+  /**
+   * boot loads the sale, then takes or resumes the shopper's place:
+   * signed in with jwt if given, else as before (the constructor's jwt,
+   * or the one kept at jwtKey). Without one it dispatches signin.
+   */
+  async boot(jwt) {
     this.stop();
     this.emit('loading');
     if (!this.sku) return this.fail('noSku');
+    if (jwt) this.jwt = null; // a new sign-in replaces the old
     if (!(await this.loadSale())) return undefined;
     if (!this.jwt) {
-      const jwt = initialJwt !== undefined ? initialJwt : this.storage.get(JWT_KEY);
-      if (!jwt || !this.signIn(jwt)) return this.showSignIn(jwt ? 'savedNotToken' : '');
+      const given = jwt || (this.jwtKey ? this.storage.get(this.jwtKey) : null);
+      if (!given || !this.signIn(given)) return this.showSignIn(given ? 'savedNotToken' : '');
     }
     return this.start();
   }
@@ -155,14 +224,14 @@ export class WaitingRoom {
     if (!c || typeof c.sub !== 'string' || !c.sub) return false;
     this.jwt = jwt;
     this.user = c.sub;
-    this.storage.set(JWT_KEY, jwt);
+    if (this.jwtKey) this.storage.set(this.jwtKey, jwt);
     this.onUser(c.sub);
     return true;
   }
 
   signOut(reason = '') {
     this.stop();
-    this.storage.del(JWT_KEY);
+    if (this.jwtKey) this.storage.del(this.jwtKey);
     this.jwt = null;
     this.user = '';
     this.ticket = null;
@@ -436,7 +505,9 @@ export class WaitingRoom {
     this.stop();
     this.admission = { token };
     const limit = (this.sale && this.sale.policy && this.sale.policy.perUserLimit) || 1;
-    this.emit('admitted', { expiresIn: expiresIn || 0, limit });
+    // The token goes with the turn, for a storefront whose own server
+    // reserves (docs/integrate.md); reserve() here uses it too.
+    this.emit('admitted', { expiresIn: expiresIn || 0, limit, admissionToken: token });
     // An admission that runs out unused: ask again (the place is kept),
     // after the usual delay, so that an admission answered with
     // expiresIn 0 cannot turn into a loop.
@@ -447,15 +518,26 @@ export class WaitingRoom {
     }, (expiresIn || 0) * 1000);
   }
 
-  /** reserve makes one attempt to reserve quantity units with the turn. */
+  /**
+   * reserve makes one attempt to reserve quantity units with the turn.
+   * It resolves to the answer (ok, status, code, body: {reservationId,
+   * expiresAt, quantity} when ok), null without a turn; the events say
+   * what follows (reserved, or the state the answer leads to).
+   */
   async reserve(quantity = 1) {
-    if (!this.admission) return undefined;
+    if (!this.admission) return null;
     this.note('reserve', 'reserve.reserving');
     // One call is one attempt: a fresh Idempotency-Key, repeated as it is
     // on each retry of a lost or busy answer, so no retry can buy twice.
     const a = await reserveAttempt(this.api, { admissionToken: this.admission.token, quantity, newKey }, {
       onRetry: (_, ms) => this.note('reserve', 'reserve.busy', { seconds: Math.ceil(ms / 1000) }),
     });
+    await this.reserved(a, quantity);
+    return { ok: a.ok, status: a.status, code: a.code, message: a.message, body: a.body, key: a.key };
+  }
+
+  /** reserved follows a reserve's answer: the hold, or what the code says. */
+  async reserved(a, quantity) {
     if (a.ok) {
       this.admission = null;
       clearTimeout(this.timers.lapse);

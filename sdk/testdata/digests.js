@@ -1,7 +1,7 @@
 // Reads {"messages": [hex...], "prefixed": [{prefix: hex, suffix: string}]}
-// on stdin; prints {"digests": [hex...], "zeroBits": [n...]}: page/js_test.go
+// on stdin; prints {"digests": [hex...], "zeroBits": [n...]}: sdk/js_test.go
 // compares them with Go's crypto/sha256.
-import { hex, PrefixHasher, sha256 } from './sha256.js';
+import { hex, PrefixHasher, sha256 } from '../js/sha256.js';
 
 const fromHex = (s) => Uint8Array.from(s.match(/../g) || [], (b) => parseInt(b, 16));
 let input = '';

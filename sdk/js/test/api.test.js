@@ -1,8 +1,8 @@
 // Unit tests of api.js against the contract's shapes, with a fake fetch.
-// Run by page/js_test.go (go test ./page).
+// Run by sdk/js_test.go (go test ./sdk) and .ci/run (node --test).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { Api, reserveAttempt, retrying, transient } from './api.js';
+import { Api, reserveAttempt, retrying, transient } from '../api.js';
 
 /** fakeFetch answers requests from a list of answers, recording each request. */
 function fakeFetch(answers) {
@@ -91,7 +91,7 @@ test('one reserve attempt reuses its Idempotency-Key on every retry', async () =
   let keys = 0;
   const a = await reserveAttempt(api, { admissionToken: 'adm', quantity: 1, newKey: () => `key-${++keys}` }, {
     sleep: async (ms) => { waits.push(ms); },
-    random: () => 0.5,
+    random: () => 0,
   });
   assert.equal(a.status, 201);
   assert.equal(a.key, 'key-1');
@@ -124,4 +124,10 @@ test('retrying gives up after its tries, never looping', async () => {
   assert.equal(a.code, 'unavailable');
   assert.equal(requests.length, 4);
   assert.ok(waits.every((ms) => ms >= 1000), `waits ${waits}`);
+});
+
+test('a base address with a trailing slash makes no doubled slash', async () => {
+  const { fetch, requests } = fakeFetch([{ status: 200, body: {} }]);
+  await new Api({ sku: 'kicks', base: 'https://sale.example/', fetch }).sale();
+  assert.equal(requests[0].url, 'https://sale.example/sale/kicks');
 });

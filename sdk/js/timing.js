@@ -1,8 +1,9 @@
-// When the page asks the server again. Two rules from the design: never a
-// synchronised herd (every delay is jittered, so a million pages that got
-// the same Retry-After spread over a window instead of arriving together),
-// and never a tight loop (no poll sooner than a second, and failures back
-// off exponentially, because an error is an instruction to press again).
+// When the SDK asks the server again. Three rules from the design: never
+// sooner than the server's Retry-After; never a synchronised herd (every
+// delay is jittered upwards, so a million pages that got the same
+// Retry-After spread over a window instead of arriving together); and
+// never a tight loop (no poll sooner than a second, and failures back off
+// exponentially, because an error is an instruction to press again).
 
 /** The shortest delay between two requests of one page. */
 export const MIN_DELAY_MS = 1000;
@@ -14,17 +15,20 @@ export const MAX_BACKOFF_MS = 60_000;
 export const DEFAULT_RETRY_SECONDS = 2;
 
 /**
- * jitter scales ms by a random factor in [0.7, 1.3).
+ * jitter lengthens ms by a random share of up to 30%: a crowd told the
+ * same Retry-After comes back spread over [ms, 1.3 ms), and none sooner
+ * than told (a server may hold a page that polls early as automation).
  * @param {number} ms
  * @param {() => number} random uniform in [0, 1)
  */
 export function jitter(ms, random = Math.random) {
-  return ms * (0.7 + 0.6 * random());
+  return ms * (1 + 0.3 * random());
 }
 
 /**
  * pollDelay is when to poll again after an answer with Retry-After
- * (seconds; 0 or missing: the default), jittered, never under a second.
+ * (seconds; 0 or missing: the default), jittered, never under it nor
+ * under a second.
  */
 export function pollDelay(retryAfterSeconds, random = Math.random) {
   const base = (retryAfterSeconds > 0 ? retryAfterSeconds : DEFAULT_RETRY_SECONDS) * 1000;
@@ -53,17 +57,6 @@ export function parseRetryAfter(value, nowMs = Date.now()) {
   if (/^\s*\d+\s*$/.test(value)) return Number(value);
   const at = Date.parse(value);
   return Number.isNaN(at) ? 0 : Math.max(0, Math.ceil((at - nowMs) / 1000));
-}
-
-/**
- * clock formats a number of seconds as m:ss, or h:mm:ss past an hour.
- */
-export function clock(seconds) {
-  const s = Math.max(0, Math.ceil(seconds));
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const ss = String(s % 60).padStart(2, '0');
-  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${ss}` : `${m}:${ss}`;
 }
 
 /**

@@ -1,16 +1,18 @@
-// Unit tests of timing.js: jittered polling that never herds and never
-// loops tightly. Run by page/js_test.go (go test ./page).
+// Unit tests of timing.js: jittered polling that never comes back sooner
+// than told, never herds and never loops tightly. Run by sdk/js_test.go
+// (go test ./sdk) and .ci/run (node --test).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { backoffDelay, clock, MAX_BACKOFF_MS, MIN_DELAY_MS, newKey, parseRetryAfter, pollDelay } from './timing.js';
+import { backoffDelay, MAX_BACKOFF_MS, MIN_DELAY_MS, newKey, parseRetryAfter, pollDelay } from '../timing.js';
 
 const lowest = () => 0;
 const highest = () => 0.999999;
 
-test('pollDelay jitters Retry-After by 0.7 to 1.3', () => {
-  assert.equal(pollDelay(10, lowest), 7000);
+test('pollDelay jitters Retry-After by 1 to 1.3: never sooner', () => {
+  assert.equal(pollDelay(10, lowest), 10000);
   assert.equal(pollDelay(10, highest), 13000);
-  assert.equal(pollDelay(10, () => 0.5), 10000);
+  assert.equal(pollDelay(10, () => 0.5), 11500);
+  for (let ra = 1; ra <= 120; ra++) assert.ok(pollDelay(ra, lowest) >= ra * 1000, `Retry-After ${ra}`);
 });
 
 /** seeded is a small deterministic generator (an LCG), so the test is repeatable. */
@@ -23,31 +25,31 @@ function seeded(seed) {
 
 test('pollDelay spreads a herd that got the same Retry-After', () => {
   // A thousand pages told "Retry-After: 5" come back spread over the whole
-  // window 3.5 s to 6.5 s: every tenth of it gets some, none a crowd.
+  // window 5 s to 6.5 s: every tenth of it gets some, none a crowd.
   const random = seeded(42);
   const tenths = new Array(10).fill(0);
   for (let i = 0; i < 1000; i++) {
     const ms = pollDelay(5, random);
-    assert.ok(ms >= 3500 && ms <= 6500, `delay ${ms}`);
-    tenths[Math.min(9, Math.floor((ms - 3500) / 300))]++;
+    assert.ok(ms >= 5000 && ms <= 6500, `delay ${ms}`);
+    tenths[Math.min(9, Math.floor((ms - 5000) / 150))]++;
   }
   for (const n of tenths) assert.ok(n > 50 && n < 200, `pages per tenth of the window: ${tenths}`);
 });
 
 test('pollDelay never polls sooner than a second', () => {
   assert.equal(pollDelay(1, lowest), MIN_DELAY_MS);
-  assert.equal(pollDelay(0, lowest), 1400); // no Retry-After: the default, 2 s
-  assert.equal(pollDelay(-3, lowest), 1400);
-  assert.equal(pollDelay(undefined, lowest), 1400);
+  assert.equal(pollDelay(0, lowest), 2000); // no Retry-After: the default, 2 s
+  assert.equal(pollDelay(-3, lowest), 2000);
+  assert.equal(pollDelay(undefined, lowest), 2000);
 });
 
 test('backoffDelay doubles, honours a longer Retry-After, and caps at a minute', () => {
-  const mid = () => 0.5;
-  assert.equal(backoffDelay(1, 0, mid), 2000);
-  assert.equal(backoffDelay(2, 0, mid), 4000);
-  assert.equal(backoffDelay(3, 0, mid), 8000);
-  assert.equal(backoffDelay(3, 30, mid), 30000);
-  assert.equal(backoffDelay(40, 0, mid), MAX_BACKOFF_MS);
+  assert.equal(backoffDelay(1, 0, lowest), 2000);
+  assert.equal(backoffDelay(2, 0, lowest), 4000);
+  assert.equal(backoffDelay(3, 0, lowest), 8000);
+  assert.equal(backoffDelay(3, 30, lowest), 30000);
+  assert.equal(backoffDelay(3, 30, highest), 39000);
+  assert.equal(backoffDelay(40, 0, lowest), MAX_BACKOFF_MS);
   assert.ok(backoffDelay(1, 0, lowest) >= MIN_DELAY_MS);
 });
 
@@ -59,13 +61,6 @@ test('parseRetryAfter reads seconds and HTTP dates', () => {
   const now = Date.parse('2026-08-01T10:00:00Z');
   assert.equal(parseRetryAfter('Sat, 01 Aug 2026 10:00:30 GMT', now), 30);
   assert.equal(parseRetryAfter('Sat, 01 Aug 2026 09:00:00 GMT', now), 0);
-});
-
-test('clock counts down as m:ss, h:mm:ss past an hour', () => {
-  assert.equal(clock(0), '0:00');
-  assert.equal(clock(59.2), '1:00');
-  assert.equal(clock(125), '2:05');
-  assert.equal(clock(3725), '1:02:05');
 });
 
 test('newKey is 128 random bits as hex, fresh each time', () => {

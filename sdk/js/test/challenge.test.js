@@ -1,11 +1,11 @@
 // Unit tests of challenge.js: the page's reading of the answers the
 // engine gives at POST /sale/{sku}/admission (their statuses and codes as
 // httpapi sends them), and the salts it does not solve again.
-// Run by page/js_test.go (go test ./page).
+// Run by sdk/js_test.go (go test ./sdk) and .ci/run (node --test).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { Api } from './api.js';
-import { afterAdmission, SpentSalts } from './challenge.js';
+import { Api } from '../api.js';
+import { afterAdmission, SpentSalts } from '../challenge.js';
 
 /** answer is what Api makes of one HTTP answer to the admission route. */
 async function answer(status, body, headers = {}) {

@@ -1,9 +1,9 @@
-// Unit tests of sha256.js and pow.js on the FIPS 180-4 examples; page/js_test.go
+// Unit tests of sha256.js and pow.js on the FIPS 180-4 examples; sdk/js_test.go
 // also checks both against Go's crypto/sha256 on many more inputs.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { hex, leadingZeroBits, PrefixHasher, sha256 } from './sha256.js';
-import { solve } from './pow.js';
+import { hex, leadingZeroBits, PrefixHasher, sha256 } from '../sha256.js';
+import { solve } from '../pow.js';
 
 test('the FIPS 180-4 examples', () => {
   assert.equal(hex(sha256('abc')), 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');

@@ -430,7 +430,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	e.Snapshots.Pacing = e.Pacer
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
-	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Catalog: e.Catalog, Tokens: e.Tokens,
+	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Tokens: e.Tokens,
 		Limiter: e.limiter, Suspect: e.suspect,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
 		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})

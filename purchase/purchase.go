@@ -21,7 +21,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/internal/window"
 	"github.com/flashsale/flashsale/metrics"
 	"github.com/flashsale/flashsale/restock"
@@ -43,7 +42,7 @@ type Limiter interface {
 	Allow(ctx context.Context, saleID, userID, instrument string, now time.Time) (retryAfter time.Duration, ok bool, err error)
 }
 
-// Config configures a Service. Gate, Store, Restock, Catalog and Tokens are
+// Config configures a Service. Gate, Store, Restock and Tokens are
 // required.
 type Config struct {
 	Gate  flashsale.Gate
@@ -51,7 +50,6 @@ type Config struct {
 	// Restock gives back the units of holds the record did not take and
 	// of cancelled reservations; the gate above cannot.
 	Restock *restock.Service
-	Catalog *catalog.Catalog
 	Tokens  *token.Keyring
 	Limiter Limiter
 	// FailClosed pauses a sale whose gate has no counter for it.

@@ -122,15 +122,6 @@ func (r *Keyring) SigningKeyID() string {
 	return r.keys[0].ID
 }
 
-// KeyIDs returns the ids of the ring's keys, the signing key first.
-func (r *Keyring) KeyIDs() []string {
-	ids := make([]string, len(r.keys))
-	for i, k := range r.keys {
-		ids[i] = k.ID
-	}
-	return ids
-}
-
 // getScratch returns working memory from the pool, or nil for a zero
 // Keyring, whose pool has no New.
 func (r *Keyring) getScratch() *scratch {

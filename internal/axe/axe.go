@@ -14,7 +14,6 @@ package axe
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,15 +38,6 @@ func Source() ([]byte, error) {
 		return nil, fmt.Errorf("axe-core is not installed (npm ci --prefix internal/axe): %w", err)
 	}
 	return b, nil
-}
-
-// Handler serves axe.min.js, for a test page that loads it with a script
-// tag. Safe for concurrent use.
-func Handler(src []byte) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-		_, _ = w.Write(src)
-	})
 }
 
 // Script is the expression that runs axe on the whole document, against

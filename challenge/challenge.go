@@ -212,7 +212,7 @@ func zeroBits(sum []byte) int {
 // challengeBits; zero means no challenge at all).
 type Policy struct {
 	// MaxBits caps any difficulty (default 22: about 4 million hashes, a
-	// few seconds of a phone's JavaScript; see BENCHMARKS.md).
+	// few seconds of a phone's JavaScript; see docs/benchmarks.md).
 	MaxBits int
 }
 

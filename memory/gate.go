@@ -22,7 +22,7 @@
 //
 // Striping a sale's keys over several locks was tried and measured slower
 // on two cores: a win then moves more lock cache lines between cores than
-// one lock does (see BENCHMARKS.md, issue 7).
+// one lock does (see docs/benchmarks.md, issue 7).
 package memory
 
 import (

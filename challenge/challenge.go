@@ -9,6 +9,9 @@
 // not spend it. Difficulty adapts per shopper: harder for young accounts
 // and under queue pressure, easier for long-standing ones, and solvable on
 // a phone in seconds at the defaults.
+//
+// Overselling is neither prevented nor caused here; the gate (packages
+// memory and redis) counts the stock.
 package challenge
 
 import (

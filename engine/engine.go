@@ -11,6 +11,12 @@
 // with 503 overloaded (package bulkhead).
 //
 // cmd/flashsale serves it; tests and the rehearsal run it in process.
+//
+// Overselling is neither prevented nor caused here: the engine wires the
+// gate (packages memory and redis, where it is prevented) and package
+// restock (the one place units come back, where it could be caused) to the
+// services that use them, and starts the invariant watcher that pauses a
+// sale on drift.
 package engine
 
 import (

@@ -4,6 +4,9 @@
 //
 // A nil *Metrics is valid and records nothing, so services and tests that do
 // not care about metrics pass nil.
+//
+// Overselling is neither prevented nor caused here; the invariant's figures
+// (package invariant) are published here.
 package metrics
 
 import (

@@ -15,6 +15,10 @@
 //
 // The SQL is written out in full in this package, so that what runs against
 // the database can be read (and run in psql) as it is.
+//
+// Overselling: as package record says, the record decides once which hold is
+// over (package restock then gives back), and is not where stock is counted;
+// the gate is (packages memory and redis).
 package postgres
 
 import (

@@ -6,6 +6,12 @@
 // exactly-once give-back as an expired hold (package restock): the record
 // decides, by inserting a tombstone, and only then does the gate give the
 // units back.
+//
+// Overselling is not prevented here but in the gate this package asks
+// (packages memory and redis), in one atomic step; this package never writes
+// the counter. Units it must give back (a hold the record did not take, a
+// shopper's cancel) go through package restock, where overselling could be
+// caused.
 package purchase
 
 import (

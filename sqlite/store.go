@@ -25,6 +25,10 @@
 // process crashing, but a power loss or an operating-system crash may lose
 // the last commits (never corrupt the file). A deployment that must keep
 // every acknowledged hold through a power loss uses the PostgreSQL record.
+//
+// Overselling: as package record says, the record decides once which hold is
+// over (package restock then gives back), and is not where stock is counted;
+// the gate is (packages memory and redis).
 package sqlite
 
 import (

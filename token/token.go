@@ -19,6 +19,9 @@
 //
 // Verification rejects input longer than MaxLen before decoding anything,
 // and never panics; it allocates only the strings it returns.
+//
+// Overselling is neither prevented nor caused here; an admission token is
+// spent once in the gate's atomic step (packages memory and redis).
 package token
 
 import (

@@ -9,6 +9,8 @@
 // Nothing here is fetched from the network at test time: without the
 // installed package, Source says so, and the tests skip (and fail under
 // CI=true, whose .ci/run installs it).
+//
+// Overselling is neither prevented nor caused here (a test helper).
 package axe
 
 import (

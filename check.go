@@ -5,11 +5,8 @@ import (
 	"fmt"
 )
 
-// Separator is the one byte no id, key, fingerprint or hash a gate keeps
-// may contain: the gates join fields with it.
-const Separator = "\x1f"
-
-// ErrSeparator: an id, key, fingerprint or hash contains Separator.
+// ErrSeparator: an id, key, fingerprint or hash contains the byte 0x1f,
+// the one byte none of them may contain: the gates join fields with it.
 var ErrSeparator = errors.New(`ids, keys, fingerprints and hashes must not contain "\x1f"`)
 
 // Validate rejects a reserve that only a bug could send: every gate runs
@@ -52,7 +49,7 @@ func ValidateHolds(holds []Hold) (int64, error) {
 }
 
 // ValidateSpent rejects spent admissions a reserve could not have made: an
-// empty user or admission id, or one with Separator.
+// empty user or admission id, or one with the separator byte 0x1f.
 func ValidateSpent(spent []SpentAdmission) error {
 	for _, sp := range spent {
 		switch {
@@ -65,7 +62,7 @@ func ValidateSpent(spent []SpentAdmission) error {
 	return nil
 }
 
-// HasSeparator reports whether s contains Separator. It runs on every
+// HasSeparator reports whether s contains the separator byte 0x1f. It runs on every
 // reserve, sold-out ones included, over a handful of short ids, where a
 // word at a time beats a call to strings.IndexByte per id.
 func HasSeparator(s string) bool {

@@ -43,7 +43,7 @@ func ValidID(s string) bool {
 
 // ValidInstrument reports whether s may be a payment instrument's
 // fingerprint: 1 to MaxInstrumentLen visible ASCII characters (no space,
-// no control character, so never Separator).
+// no control character, so never the gates' separator byte 0x1f).
 func ValidInstrument(s string) bool {
 	if s == "" || len(s) > MaxInstrumentLen {
 		return false

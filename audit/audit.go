@@ -16,6 +16,10 @@
 //   - held during the sale: the waiting room held the account as
 //     automation (it polled far faster than asked, or kept failing the
 //     challenge or hitting the rate limits).
+//
+// Overselling is neither prevented nor caused here; the orders it finds are
+// cancelled through package control, whose units go back through package
+// restock.
 package audit
 
 import (

@@ -10,6 +10,9 @@
 // the same Idempotency-Key and nothing is lost. Shedding at once is the
 // point: a queue without a bound is how a sale's slowness becomes every
 // shopper's timeout, and then the store's outage.
+//
+// Overselling is neither prevented nor caused here: a shed request has done
+// nothing. The gate (packages memory and redis) counts the stock.
 package bulkhead
 
 import (

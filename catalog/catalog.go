@@ -7,6 +7,10 @@
 // the engine calls for each notification PostgreSQL delivers, see
 // postgres.SaleListener), and in any case within the TTL (a sale cached)
 // or the listing's age (a SKU never seen).
+//
+// Overselling is neither prevented nor caused here: a stale sale in the
+// cache never sells a unit the gate (packages memory and redis) does not
+// have.
 package catalog
 
 import (

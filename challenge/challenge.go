@@ -9,6 +9,9 @@
 // not spend it. Difficulty adapts per shopper: harder for young accounts
 // and under queue pressure, easier for long-standing ones, and solvable on
 // a phone in seconds at the defaults.
+//
+// Overselling is neither prevented nor caused here; the gate (packages
+// memory and redis) counts the stock.
 package challenge
 
 import (
@@ -212,7 +215,7 @@ func zeroBits(sum []byte) int {
 // challengeBits; zero means no challenge at all).
 type Policy struct {
 	// MaxBits caps any difficulty (default 22: about 4 million hashes, a
-	// few seconds of a phone's JavaScript; see BENCHMARKS.md).
+	// few seconds of a phone's JavaScript; see docs/benchmarks.md).
 	MaxBits int
 }
 

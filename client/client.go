@@ -36,6 +36,9 @@
 // Tests inject the HTTP client, the clock, the sleep and the jitter
 // (WithHTTPClient, WithClock, WithSleep, WithJitter), so that waiting is
 // observed and never slept.
+//
+// Overselling is neither prevented nor caused here; the client speaks the
+// API, the gate (packages memory and redis) counts the stock.
 package client
 
 import (

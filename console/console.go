@@ -21,6 +21,9 @@
 //	feed.js      the event stream over fetch(), reconnecting with Last-Event-ID
 //	chart.js     SVG line charts with real ticks, and sparklines
 //	format.js    numbers, times and axis ticks
+//
+// Overselling is neither prevented nor caused here; the console is a client
+// of the operator routes (a rebuild it asks for is package control's).
 package console
 
 import (

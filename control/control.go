@@ -2,6 +2,12 @@
 // resume and rebuild it, and load (warm) its counter into the gate before it
 // opens. Every pause says why, and a rebuild recomputes the gate only from
 // the record, only while the sale is paused.
+//
+// Overselling could be caused here by a rebuild, which sets the gate's
+// counter: so a counter is rebuilt only from the record (initial − confirmed
+// − pending), only while the sale is paused, under a new epoch, and resumed
+// by an operator. Order cancels and refunds give units back through package
+// restock. Overselling is prevented in the gate, not here.
 package control
 
 import (

@@ -11,6 +11,12 @@
 // with 503 overloaded (package bulkhead).
 //
 // cmd/flashsale serves it; tests and the rehearsal run it in process.
+//
+// Overselling is neither prevented nor caused here: the engine wires the
+// gate (packages memory and redis, where it is prevented) and package
+// restock (the one place units come back, where it could be caused) to the
+// services that use them, and starts the invariant watcher that pauses a
+// sale on drift.
 package engine
 
 import (
@@ -436,7 +442,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	e.Snapshots.Pacing = e.Pacer
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
-	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Catalog: e.Catalog, Tokens: e.Tokens,
+	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Tokens: e.Tokens,
 		Limiter: e.limiter, Suspect: e.suspect, SharedAnswers: e.answers,
 		FailClosed: e.Control.FailClosed, GateFailed: e.Control.GateFailed, Decided: e.decided, Now: cfg.Now,
 		GateTimeout: cfg.GateTimeout, RecordTimeout: cfg.RecordTimeout, Logger: logger, Metrics: e.Metrics})

@@ -181,7 +181,8 @@ func (h *harness) direct(method, target string, headers map[string]string, body 
 	if err != nil {
 		// Go's URL parser refuses raw control bytes; build the path by hand.
 		path, query, _ := strings.Cut(target, "?")
-		u = &*req.URL
+		c := *req.URL
+		u = &c
 		u.Path, u.RawPath, u.RawQuery = path, "", query
 	}
 	req.URL = u

@@ -13,4 +13,8 @@
 // after the main test run), and print a table with a row per fault. The
 // drills cut connections through test proxies, and crash processes only of
 // servers the suite starts for itself, never the machine's shared ones.
+//
+// Overselling is prevented in the gate and could be caused in restock (see
+// package flashsale); this suite breaks everything around them and checks
+// that neither gives way.
 package faults

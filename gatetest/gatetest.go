@@ -9,6 +9,10 @@
 //	func TestGate(t *testing.T) {
 //		gatetest.Exercise(t, gatetest.Harness{New: ..., Tamper: ...})
 //	}
+//
+// Overselling is prevented in the gates this suite runs on (packages memory
+// and redis): it checks that they do, under concurrent reserves, and that a
+// restock or void gives back once.
 package gatetest
 
 import (

@@ -3,6 +3,11 @@
 // funnel, the operator routes under /admin/, and the plumbing (/healthz,
 // /readyz, /metrics). It maps every error code to its status in one table
 // and never lets an internal detail reach a response.
+//
+// Overselling is neither prevented nor caused here: the routes call package
+// purchase, which asks the gate (packages memory and redis, where it is
+// prevented), and package control, whose rebuild and order moves are where
+// it could be caused (through package restock).
 package httpapi
 
 import (

@@ -16,6 +16,9 @@
 // that a token that leaked is of use for a bounded time. Every rejection
 // is ErrUnauthenticated; the HTTP layer answers it with the contract's
 // unauthenticated code.
+//
+// Overselling is neither prevented nor caused here; the gate (packages
+// memory and redis) counts the stock.
 package identity
 
 import (

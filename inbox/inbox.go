@@ -15,6 +15,9 @@
 //
 // The inbox is an SQLite file of the consumer's own (modernc.org/sqlite, no
 // cgo), with one writer connection.
+//
+// Overselling is neither prevented nor caused here: it is the consumer's
+// half of the events.
 package inbox
 
 import (

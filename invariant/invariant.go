@@ -38,6 +38,11 @@
 // sale with a lost shard (failed over, being rebuilt) is not judged until
 // the shard is back: that shard sells nothing meanwhile, and the others'
 // bookkeeping is still checked by every reserve's own script.
+//
+// Overselling is neither prevented nor caused here: it is detected. Within a
+// second of counter + confirmed + pending drifting from initial, the watcher
+// pauses the sale, whichever of the gate, restock or a rebuild let it
+// happen.
 package invariant
 
 import (

@@ -13,6 +13,9 @@
 //
 // A message counts as delivered only when JetStream acknowledges that the
 // stream stored it (or already had it).
+//
+// Overselling is neither prevented nor caused here: events report changes,
+// they never make them.
 package jetstream
 
 import (

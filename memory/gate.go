@@ -22,7 +22,15 @@
 //
 // Striping a sale's keys over several locks was tried and measured slower
 // on two cores: a win then moves more lock cache lines between cores than
-// one lock does (see BENCHMARKS.md, issue 7).
+// one lock does (see docs/benchmarks.md, issue 7).
+//
+// Overselling is prevented here, for the in-process gate: the sold-out,
+// per-user and per-instrument checks, the admission's spend and the
+// decrement are one step under the sale's lock (the lock-free path only
+// ever answers no), and nothing else writes the counter. It could be
+// caused here only by a Restock or Void that gave a hold's units back
+// twice, which the gate refuses per reservation (package restock is the
+// only caller).
 package memory
 
 import (

@@ -4,6 +4,9 @@
 //
 // A nil *Metrics is valid and records nothing, so services and tests that do
 // not care about metrics pass nil.
+//
+// Overselling is neither prevented nor caused here; the invariant's figures
+// (package invariant) are published here.
 package metrics
 
 import (
@@ -11,11 +14,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Layers of the funnel, cheapest first, used to label rejections.
 const (
-	LayerEdge        = "edge"
 	LayerQueue       = "queue"
 	LayerAdmission   = "admission"
 	LayerEligibility = "eligibility"
@@ -187,8 +190,8 @@ func New() *Metrics {
 		}, []string{"sink"}),
 	}
 	reg.MustRegister(
-		prometheus.NewGoCollector(),
-		prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.requestSeconds, m.recordCalls, m.rejections, m.gateSeconds, m.gateErrors,
 		m.reserved, m.restocked, m.invariantOK, m.invariantDiff, m.invariantAt, m.salePaused,
 		m.saleUnits, m.salePending, m.saleConfirmed, m.saleWaiting, m.saleAdmitted, m.saleWarm,

@@ -30,6 +30,9 @@
 // the event published, and the event goes again. Every delivery carries the
 // event's id, fixed when the event was written, so consumers deduplicate
 // on it (package inbox). Events are not ordered across relays.
+//
+// Overselling is neither prevented nor caused here: events report changes,
+// they never make them.
 package outbox
 
 import (

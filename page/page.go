@@ -25,6 +25,9 @@
 // A shop overrides any of them without rebuilding: Config.Dir (serve
 // --page-dir) names a directory whose files replace the embedded ones of
 // the same name (docs/page.md).
+//
+// Overselling is neither prevented nor caused here; the page is a client of
+// the API.
 package page
 
 import (

@@ -15,6 +15,10 @@
 //
 // The SQL is written out in full in this package, so that what runs against
 // the database can be read (and run in psql) as it is.
+//
+// Overselling: as package record says, the record decides once which hold is
+// over (package restock then gives back), and is not where stock is counted;
+// the gate is (packages memory and redis).
 package postgres
 
 import (
@@ -158,7 +162,7 @@ func (s *Store) Sibling(ctx context.Context, maxConns int32) (*Store, error) {
 // batch a relay completes once it holds thousands, and statistics do not
 // change during a sale when autovacuum lags (or is off). Measured on the
 // rehearsal against a server: the relay's connection spent half a core on
-// sequential scans of the outbox (BENCHMARKS.md, issue 7). It costs a plan
+// sequential scans of the outbox (docs/benchmarks.md, issue 7). It costs a plan
 // per call, which the statements that take it (per batch, per operator
 // view, never per shopper) can afford; statements on a unique key keep
 // their cached plans, which cannot go wrong that way.

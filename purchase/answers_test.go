@@ -38,7 +38,7 @@ func TestRequestHashSeparatesFields(t *testing.T) {
 		RequestHash("sa", 1, "") == RequestHash("s", 1, "a") {
 		t.Fatal("different requests share a hash")
 	}
-	if RequestHash("s", 1, "x") != RequestHash("s", 1, "x") {
+	if first, again := RequestHash("s", 1, "x"), RequestHash("s", 1, "x"); first != again {
 		t.Fatal("the same request hashes differently")
 	}
 }

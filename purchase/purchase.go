@@ -6,6 +6,12 @@
 // exactly-once give-back as an expired hold (package restock): the record
 // decides, by inserting a tombstone, and only then does the gate give the
 // units back.
+//
+// Overselling is not prevented here but in the gate this package asks
+// (packages memory and redis), in one atomic step; this package never writes
+// the counter. Units it must give back (a hold the record did not take, a
+// shopper's cancel) go through package restock, where overselling could be
+// caused.
 package purchase
 
 import (
@@ -21,7 +27,6 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale"
-	"github.com/flashsale/flashsale/catalog"
 	"github.com/flashsale/flashsale/internal/logsample"
 	"github.com/flashsale/flashsale/internal/window"
 	"github.com/flashsale/flashsale/metrics"
@@ -44,7 +49,7 @@ type Limiter interface {
 	Allow(ctx context.Context, saleID, userID, instrument string, now time.Time) (retryAfter time.Duration, ok bool, err error)
 }
 
-// Config configures a Service. Gate, Store, Restock, Catalog and Tokens are
+// Config configures a Service. Gate, Store, Restock and Tokens are
 // required.
 type Config struct {
 	Gate  flashsale.Gate
@@ -52,7 +57,6 @@ type Config struct {
 	// Restock gives back the units of holds the record did not take and
 	// of cancelled reservations; the gate above cannot.
 	Restock *restock.Service
-	Catalog *catalog.Catalog
 	Tokens  *token.Keyring
 	Limiter Limiter
 	// FailClosed pauses a sale whose gate has no counter for it.

@@ -14,6 +14,11 @@
 // It never decides what a shard holds: the gate's transfers move units
 // atomically and audited, and a lost shard's counter is recomputed from
 // the record by package control.
+//
+// Overselling could be caused here by a shard rebuilt or a transfer finished
+// twice; so transfers are idempotent per id, a lost shard is rebuilt only
+// from the record under a new epoch, and a sale resumes only once the sums
+// check out. It is prevented in each shard's gate (package redis).
 package rebalance
 
 import (

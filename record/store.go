@@ -17,6 +17,13 @@
 // translation of its errors. It decides nothing. The engines are package
 // sqlite and package postgres; both pass the conformance suite in package
 // storetest.
+//
+// Overselling is not prevented here but in the gate (packages memory and
+// redis); the record sees only the gate's winners. What the record decides
+// is the other half: which hold is over, exactly once (restocked_at set by a
+// conditional update), so that package restock gives its units back once.
+// CHECK constraints and unique indexes back the gate's per-shopper and
+// per-instrument limits.
 package record
 
 import (

@@ -41,7 +41,7 @@ const (
 	maxInFlight = 2
 	// maxBatch bounds the reserves of one script call, so that one call
 	// never holds Redis for long: 128 wins are about a millisecond of
-	// script time on the project's machine (BENCHMARKS.md, issue 7).
+	// script time on the project's machine (docs/benchmarks.md, issue 7).
 	maxBatch = 128
 )
 

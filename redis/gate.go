@@ -43,6 +43,13 @@
 // error) and sells nothing. A rebuild (pause, rebuild, resume), or a Drop
 // and Load for a sale that has not opened, deletes adm with the rest and
 // recovers it.
+//
+// Overselling is prevented here, for the Redis gate: one Lua script does the
+// sold-out, per-user and per-instrument checks, the admission's spend and
+// the decrement, and it refuses a counter that another writer moved or that
+// another node wrote (a failover). It could be caused here only by a restock
+// given twice, which the script refuses per reservation (package restock is
+// the only caller), or by a counter loaded from anything but the record.
 package redis
 
 import (

@@ -6,6 +6,9 @@
 // clock, or against a running server over HTTP, and reports the funnel:
 // what each layer turned away, what was sold, and that nothing was
 // oversold, checked against the record.
+//
+// Overselling is neither prevented nor caused here: the rehearsal counts it,
+// from the record, and fails a run that oversold.
 package rehearsal
 
 import (

@@ -263,7 +263,7 @@ func (r *run) progress(unitsLeft func() int64, saleNow func() time.Time) func() 
 		for {
 			select {
 			case <-done:
-				seen = r.printProgress(seen, unitsLeft(), saleNow())
+				r.printProgress(seen, unitsLeft(), saleNow())
 				fmt.Fprintln(r.cfg.Progress)
 				return
 			case <-t.C:

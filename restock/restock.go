@@ -18,6 +18,10 @@
 // Only this package calls the gate's Restock and Void: they are on Gate,
 // which the engine hands to New alone; everywhere else the gate is a
 // flashsale.Gate or flashsale.GateAdmin, which lack them.
+//
+// Overselling could be caused here, and is closed here: a unit given back
+// twice sells twice. The record decides once (a conditional update), and
+// only then does the gate give back, itself idempotent per reservation.
 package restock
 
 import (

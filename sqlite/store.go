@@ -25,6 +25,10 @@
 // process crashing, but a power loss or an operating-system crash may lose
 // the last commits (never corrupt the file). A deployment that must keep
 // every acknowledged hold through a power loss uses the PostgreSQL record.
+//
+// Overselling: as package record says, the record decides once which hold is
+// over (package restock then gives back), and is not where stock is counted;
+// the gate is (packages memory and redis).
 package sqlite
 
 import (
@@ -52,8 +56,8 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// DefaultReadConns bounds the pool of read connections unless
-// WithReadConns says otherwise.
+// DefaultReadConns bounds the pool of read connections: four readers
+// beside the one writer.
 const DefaultReadConns = 4
 
 // busyTimeout is how long a connection waits for another process's lock on
@@ -68,14 +72,8 @@ const mmapSize = 256 << 20
 type Option func(*config)
 
 type config struct {
-	readConns int
 	// record is the record's own configuration.
 	record record.Config
-}
-
-// WithReadConns bounds the pool of read connections at n (n >= 1).
-func WithReadConns(n int) Option {
-	return func(c *config) { c.readConns = n }
 }
 
 // WithClock sets the clock UpdateSale stamps updated_at with, the one write
@@ -129,12 +127,9 @@ var (
 // returns the store. Opening a file another Store (in this or another
 // process) has open is allowed; their writes take turns on the file's lock.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
-	cfg := config{readConns: DefaultReadConns}
+	var cfg config
 	for _, o := range opts {
 		o(&cfg)
-	}
-	if cfg.readConns < 1 {
-		return nil, fmt.Errorf("sqlite: read conns must be at least 1, not %d", cfg.readConns)
 	}
 	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || strings.Contains(path, ":memory:") {
 		return nil, fmt.Errorf("sqlite: %q is not a plain file path", path)
@@ -171,8 +166,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		write.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	read.SetMaxOpenConns(cfg.readConns)
-	read.SetMaxIdleConns(cfg.readConns)
+	read.SetMaxOpenConns(DefaultReadConns)
+	read.SetMaxIdleConns(DefaultReadConns)
 	if err := read.PingContext(ctx); err != nil {
 		write.Close()
 		read.Close()

@@ -7,6 +7,10 @@
 // funnel relies on under real concurrency (one live hold per shopper, each
 // restock exactly once, a rebuild that misses no hold). Engine-specific
 // checks (constraints refusing raw SQL, migrations) live beside each engine.
+//
+// Overselling: this suite checks the record's half, that every engine
+// decides once which hold is over; the gate (packages memory and redis) is
+// where stock is counted.
 package storetest
 
 import (

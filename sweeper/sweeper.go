@@ -11,6 +11,11 @@
 // the reconciler finishes any restock interrupted between its two steps.
 // However many sweepers run, and wherever one dies, a hold comes back
 // exactly once.
+//
+// Overselling could be caused here, by an expiry given back twice; so the
+// sweeper gives nothing back itself, only through package restock, which the
+// record lets decide once. It prevents nothing: package memory and package
+// redis do.
 package sweeper
 
 import (

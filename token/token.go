@@ -19,6 +19,9 @@
 //
 // Verification rejects input longer than MaxLen before decoding anything,
 // and never panics; it allocates only the strings it returns.
+//
+// Overselling is neither prevented nor caused here; an admission token is
+// spent once in the gate's atomic step (packages memory and redis).
 package token
 
 import (
@@ -120,15 +123,6 @@ func (r *Keyring) SigningKeyID() string {
 		return ""
 	}
 	return r.keys[0].ID
-}
-
-// KeyIDs returns the ids of the ring's keys, the signing key first.
-func (r *Keyring) KeyIDs() []string {
-	ids := make([]string, len(r.keys))
-	for i, k := range r.keys {
-		ids[i] = k.ID
-	}
-	return ids
 }
 
 // getScratch returns working memory from the pool, or nil for a zero

@@ -182,9 +182,6 @@ func NewDrawIndex(saleID string, seed []byte, entrants []string) *DrawIndex {
 	return &DrawIndex{seed: seed, saleID: saleID, keys: keys}
 }
 
-// Len is the number of entrants.
-func (ix *DrawIndex) Len() int64 { return int64(len(ix.keys)) }
-
 // Position returns the shopper's drawn place (from 1), or false if the
 // shopper did not enter.
 func (ix *DrawIndex) Position(userID string) (int64, bool) {

@@ -9,6 +9,10 @@
 //
 // The same Room runs at the origin (--role all) and at an edge (--role
 // edge); only its Snapshots differ.
+//
+// Overselling is neither prevented nor caused here: the waiting room admits
+// shoppers, it never sells. Its admission tokens are spent in the gate's
+// atomic step (packages memory and redis), where overselling is prevented.
 package waitroom
 
 import (

@@ -17,6 +17,9 @@
 // backoff, until the event is dead-lettered). Delivery is at least once: a
 // receiver deduplicates on X-Flashsale-Event-Id and checks the signature
 // with Verify.
+//
+// Overselling is neither prevented nor caused here: events report changes,
+// they never make them.
 package webhook
 
 import (

@@ -5,6 +5,8 @@
 //	benchtool jwts --users N --prefix P   print N shopper JWTs (development key), one a line
 //
 // It is a benchmark tool, not part of the engine.
+//
+// Overselling is neither prevented nor caused here.
 package main
 
 import (

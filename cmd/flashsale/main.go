@@ -9,6 +9,10 @@
 //	flashsale rehearse  run a whole sale with synthetic shoppers, in process or against a server
 //
 // Run "flashsale <command> --help" for the flags of each.
+//
+// Overselling is prevented in the stock gate (packages memory and redis) and
+// could be caused where units come back (package restock); the command only
+// wires and drives them.
 package main
 
 import (

@@ -14,6 +14,8 @@
 //	consumer --nats-url nats://127.0.0.1:4222 --inbox ./consumer.db
 //
 // Every flag can also be set as CONSUMER_<NAME> in the environment.
+//
+// Overselling is neither prevented nor caused here: it consumes events.
 package main
 
 import (

@@ -9,12 +9,13 @@
 // Nothing here is fetched from the network at test time: without the
 // installed package, Source says so, and the tests skip (and fail under
 // CI=true, whose .ci/run installs it).
+//
+// Overselling is neither prevented nor caused here (a test helper).
 package axe
 
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -39,15 +40,6 @@ func Source() ([]byte, error) {
 		return nil, fmt.Errorf("axe-core is not installed (npm ci --prefix internal/axe): %w", err)
 	}
 	return b, nil
-}
-
-// Handler serves axe.min.js, for a test page that loads it with a script
-// tag. Safe for concurrent use.
-func Handler(src []byte) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
-		_, _ = w.Write(src)
-	})
 }
 
 // Script is the expression that runs axe on the whole document, against

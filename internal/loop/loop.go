@@ -2,6 +2,8 @@
 // one every interval, until stopped. The sweeper, the invariant watcher,
 // the warmer, the drawer, the pacer and the edge's snapshot fetcher share
 // it, so each is only its round.
+//
+// Overselling is neither prevented nor caused here.
 package loop
 
 import (

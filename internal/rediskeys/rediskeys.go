@@ -1,5 +1,8 @@
 // Package rediskeys deletes a key prefix from a Redis or a Redis Cluster:
 // what a test or a rehearsal leaves behind.
+//
+// Overselling is neither prevented nor caused here (tests and rehearsals
+// only).
 package rediskeys
 
 import (

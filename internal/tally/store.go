@@ -5,6 +5,8 @@
 // A request carries a *Request in its context; Store, wrapped around the
 // record, adds one to it for every call made on the request's behalf, and
 // counts the calls of no request (the background services) apart.
+//
+// Overselling is neither prevented nor caused here.
 package tally
 
 import (

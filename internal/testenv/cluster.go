@@ -410,8 +410,3 @@ func nodeInt(ctx context.Context, addr string, cmd ...string) (int64, error) {
 	defer c.Close()
 	return c.Do(ctx, c.B().Arbitrary(cmd...).Build()).AsInt64()
 }
-
-// NodeID returns the cluster node id (CLUSTER MYID) of the node at addr.
-func NodeID(ctx context.Context, addr string) (string, error) {
-	return nodeString(ctx, addr, "CLUSTER", "MYID")
-}

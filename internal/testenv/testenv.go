@@ -5,6 +5,8 @@
 // Where a server does not answer, the test is skipped with a message that
 // says how to provide it; under CI=true it fails instead, so CI cannot pass
 // by skipping.
+//
+// Overselling is neither prevented nor caused here (a test helper).
 package testenv
 
 import (

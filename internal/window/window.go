@@ -10,6 +10,8 @@
 // shoppers takes tens of megabytes. Two pairs sharing a hash would share a
 // count; at 64 bits that is about one chance in ten million for two
 // million keys, and the counts only flag a shopper for a closer look.
+//
+// Overselling is neither prevented nor caused here.
 package window
 
 import (

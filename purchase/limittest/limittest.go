@@ -1,5 +1,8 @@
 // Package limittest is the conformance suite of purchase.Limiter: one set of
 // tests run on every implementation (in process and in Redis).
+//
+// Overselling is neither prevented nor caused here: the limits are a budget,
+// the gate counts the stock.
 package limittest
 
 import (

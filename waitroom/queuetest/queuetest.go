@@ -1,6 +1,9 @@
 // Package queuetest is the conformance suite of waitroom.Queue: one set of
 // tests run on every implementation (package memory in process, package
 // redis shared by servers), so they cannot drift apart.
+//
+// Overselling is neither prevented nor caused here: the queue admits, the
+// gate counts the stock.
 package queuetest
 
 import (

@@ -22,6 +22,7 @@ import (
 	"github.com/pb33f/libopenapi/orderedmap"
 
 	"github.com/flashsale/flashsale/metrics"
+	"github.com/flashsale/flashsale/sdk"
 	"github.com/flashsale/flashsale/waitroom"
 )
 
@@ -198,7 +199,7 @@ func registeredRoutes(t *testing.T) map[string]string {
 	t.Helper()
 	// The values of the identifiers patterns are built from, beyond
 	// string literals. An unknown one fails the test, to be added here.
-	consts := map[string]string{"waitroom.SnapshotsPath": waitroom.SnapshotsPath}
+	consts := map[string]string{"waitroom.SnapshotsPath": waitroom.SnapshotsPath, "sdk.Prefix": sdk.Prefix}
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)

@@ -73,7 +73,7 @@ type saleQueue struct {
 	awaiting   map[int64]string
 	invited    []string
 	invitedSet map[string]struct{}
-	shards       [queueShards]struct {
+	shards     [queueShards]struct {
 		mu     sync.Mutex
 		places map[userKey]place
 		_      [40]byte // keep shards on separate cache lines

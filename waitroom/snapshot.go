@@ -83,9 +83,9 @@ type SaleInfo struct {
 	RequireInstrument    bool                `json:"requireInstrument,omitempty"`
 	// NotifiedAdmissionSeconds travels to the edges, which hand out the
 	// admissions it lengthens.
-	NotifiedAdmissionSeconds int `json:"notifiedAdmissionSeconds,omitempty"`
-	SeedCommitment       string              `json:"seedCommitment,omitempty"`
-	Epoch                int64               `json:"epoch"`
+	NotifiedAdmissionSeconds int    `json:"notifiedAdmissionSeconds,omitempty"`
+	SeedCommitment           string `json:"seedCommitment,omitempty"`
+	Epoch                    int64  `json:"epoch"`
 	// Display travels to the edges with the sale, so that their GET
 	// /sale/{sku} publishes it too.
 	Display flashsale.Display `json:"display"`

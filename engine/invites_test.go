@@ -389,3 +389,40 @@ func TestInvitesAcrossServers(t *testing.T) {
 		t.Fatalf("%d turns: %v", len(got), got)
 	}
 }
+
+// TestTurnNotifiedAfterTheDraw: in a random sale, entrants who took a
+// ticket before the open and never came back are told of their turn by
+// their drawn place, and so is a latecomer behind them.
+func TestTurnNotifiedAfterTheDraw(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := newHarness(t, b)
+		ctx := context.Background()
+		opens := start.Add(time.Minute)
+		h.createSale("drawn", map[string]any{"initialStock": 100, "fairness": "random",
+			"notifiedAdmissionSeconds": 300, "opensAt": opens.Format(time.RFC3339)})
+		h.warm()
+		for i := range 5 {
+			h.ticketOf("drawn", fmt.Sprintf("early-%d", i))
+		}
+		h.clock.Set(opens)
+		h.ticketOf("drawn", "late")
+		if err := h.eng.Drawer.DrawDue(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(time.Second) // past the snapshot's lifetime
+		for range 2 { // the second round notifies the places the first saw
+			if err := h.eng.Turns.TickOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := h.turnEvents("drawn")
+		if len(got) != 6 {
+			t.Fatalf("%d turns: %v", len(got), got)
+		}
+		for u, d := range got {
+			if !d.AdmissionExpiresAt.Equal(h.clock.Now().Add(300 * time.Second)) {
+				t.Fatalf("%s: %v", u, d)
+			}
+		}
+	})
+}

@@ -297,6 +297,6 @@ func (q *Queue) Forget(ctx context.Context, saleID string) error {
 	keys := []string{q.key(saleID, "places"), q.key(saleID, "seq"), q.key(saleID, "entrants"), q.key(saleID, "sealed"),
 		q.key(saleID, "admitted"), q.key(saleID, "ctr:claims"), q.key(saleID, "ctr:attempts"),
 		q.key(saleID, "awaiting"), q.key(saleID, "invited"), q.key(saleID, "invited-set"),
-		q.key(saleID, "ctr:turns"), q.key(saleID, "ctr:turns-invited")}
+		q.key(saleID, "ctr:turns"), q.key(saleID, "ctr:turns-invited"), q.key(saleID, "ctr:turns-drawn")}
 	return q.client.Do(ctx, q.client.B().Unlink().Key(keys...).Build()).Error()
 }

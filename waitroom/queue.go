@@ -86,4 +86,6 @@ const (
 	// CounterInvitedTurns how many invited shoppers' turns were (Turns).
 	CounterTurns        = "turns"
 	CounterInvitedTurns = "turns-invited"
+	// CounterDrawnTurns is 1 once a drawn sale's entrants were noted.
+	CounterDrawnTurns = "turns-drawn"
 )

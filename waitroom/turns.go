@@ -45,6 +45,14 @@ type TurnsConfig struct {
 	Sales interface {
 		Active(ctx context.Context) ([]*flashsale.Sale, error)
 	}
+	// Draws gives a random or lottery sale's drawn places (the origin's
+	// snapshots): at the draw, every entrant's place is noted at once,
+	// since an entrant who left the page never asks for it. Nil notes
+	// only the places the room hands out.
+	Draws interface {
+		Snapshot(ctx context.Context, sku string) (*Snapshot, error)
+		DrawIndex(ctx context.Context, snap *Snapshot) (*DrawIndex, error)
+	}
 	// Events is the record's outbox.
 	Events interface {
 		AppendEvents(ctx context.Context, events ...flashsale.Event) (int, error)
@@ -114,6 +122,9 @@ func (t *Turns) TickOnce(ctx context.Context) error {
 func (t *Turns) tick(ctx context.Context, sale *flashsale.Sale) error {
 	q := t.cfg.Queue
 	now := t.cfg.Now()
+	if err := t.noteDrawn(ctx, sale); err != nil {
+		return err
+	}
 	// The invited first: their turn is the open.
 	from, err := q.Counter(ctx, sale.ID, CounterInvitedTurns)
 	if err != nil {
@@ -180,5 +191,42 @@ func (t *Turns) notify(ctx context.Context, sale *flashsale.Sale, users []string
 		events[i] = flashsale.ShopperTurnEvent(sale.ID, sale.SKU, u, now, expires)
 	}
 	_, err := t.cfg.Events.AppendEvents(ctx, events...)
+	return err
+}
+
+// noteDrawn notes, once per sale, the drawn place of every entrant of a
+// drawn random or lottery sale (a lottery's selected only). It runs in
+// the round before the places are notified, so none is passed over; its
+// cost is one note per entrant, once.
+func (t *Turns) noteDrawn(ctx context.Context, sale *flashsale.Sale) error {
+	if sale.Fairness == flashsale.FairnessFIFO || t.cfg.Draws == nil {
+		return nil
+	}
+	q := t.cfg.Queue
+	if done, err := q.Counter(ctx, sale.ID, CounterDrawnTurns); err != nil || done > 0 {
+		return err
+	}
+	snap, err := t.cfg.Draws.Snapshot(ctx, sale.SKU)
+	if err != nil || !snap.Drawn || snap.Sale.ID != sale.ID {
+		return err
+	}
+	ix, err := t.cfg.Draws.DrawIndex(ctx, snap)
+	if err != nil {
+		return err
+	}
+	entrants, err := q.Entrants(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
+	for _, u := range entrants {
+		pos, ok := ix.Position(u)
+		if !ok || (sale.Fairness == flashsale.FairnessLottery && pos > snap.Winners) {
+			continue
+		}
+		if err := q.Await(ctx, sale.ID, u, pos); err != nil {
+			return err
+		}
+	}
+	_, err = q.Raise(ctx, sale.ID, CounterDrawnTurns, 1)
 	return err
 }

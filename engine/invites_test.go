@@ -410,7 +410,7 @@ func TestTurnNotifiedAfterTheDraw(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.clock.Advance(time.Second) // past the snapshot's lifetime
-		for range 2 { // the second round notifies the places the first saw
+		for range 2 {                // the second round notifies the places the first saw
 			if err := h.eng.Turns.TickOnce(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -173,6 +173,11 @@ func (c *httpClient) ticket(ctx context.Context, who persona, sh *shopper) reply
 
 // status polls as the page does: the ticket in X-Ticket (out of the URL,
 // which logs keep) and the shopper's JWT, so the poll counts as its own.
+// redeem goes to the origin: a code is bound in the record.
+func (c *httpClient) redeem(ctx context.Context, who persona, sh *shopper, code string) reply {
+	return c.do(ctx, "POST", "/sale/"+c.sku+"/redeem", c.bearer(who, sh), map[string]string{"code": code})
+}
+
 func (c *httpClient) status(ctx context.Context, who persona, sh *shopper, ticket string) reply {
 	h := c.bearer(who, sh)
 	h["X-Ticket"] = ticket
@@ -246,6 +251,9 @@ type saleView struct {
 	Cancelled    int64  `json:"cancelled"`
 	Voided       int64  `json:"voided"`
 	AdmittedUpTo int64  `json:"admittedUpTo"`
+	Invites      *struct {
+		Issued, Redeemed, Won int64
+	} `json:"invites"`
 }
 
 // createSale creates the sale on the target, in the contract's terms.
@@ -343,6 +351,20 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	c.sku = r.sku
 	if err := adm.createSale(ctx, r.saleSpec()); err != nil {
 		return nil, fmt.Errorf("create the sale: %w", err)
+	}
+	if cfg.Invited > 0 {
+		var codes []string
+		for len(codes) < cfg.Invited {
+			var out struct {
+				Codes []string `json:"codes"`
+			}
+			n := min(cfg.Invited-len(codes), flashsale.MaxInvites)
+			if err := adm.call(ctx, "POST", "/admin/sales/"+url.PathEscape(r.sku)+"/invites", map[string]int{"count": n}, &out); err != nil {
+				return nil, fmt.Errorf("issue the invites: %w", err)
+			}
+			codes = append(codes, out.Codes...)
+		}
+		r.invite(codes)
 	}
 	// The probe counts its rounds while the crowd arrives apart as well:
 	// the rush, the busiest seconds of the sale.
@@ -577,6 +599,9 @@ func (d *httpDriver) figures(ctx context.Context) (storeFigures, error) {
 		Cancelled: v.Cancelled, Voided: v.Voided}
 	if v.Counter != nil {
 		f.Counter = *v.Counter
+	}
+	if v.Invites != nil {
+		f.InvitesIssued, f.InvitesRedeemed, f.InvitesWon = v.Invites.Issued, v.Invites.Redeemed, v.Invites.Won
 	}
 	var orders struct {
 		Orders []struct {

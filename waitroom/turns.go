@@ -61,7 +61,7 @@ type TurnsConfig struct {
 	// Holder names this server for the lease.
 	Holder string
 	// Tick is how often a round runs (default 1s); Batch the most turns
-	// one sale's round notifies (default 1000).
+	// one sale's round notifies (default 10000).
 	Tick   time.Duration
 	Batch  int
 	Logger *slog.Logger
@@ -76,7 +76,7 @@ func NewTurns(cfg TurnsConfig) *Turns {
 		cfg.Tick = time.Second
 	}
 	if cfg.Batch <= 0 {
-		cfg.Batch = 1000
+		cfg.Batch = 10000
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -426,3 +426,47 @@ func TestTurnNotifiedAfterTheDraw(t *testing.T) {
 		}
 	})
 }
+
+// TestRedeemGuessesAreLimited: an account guessing codes is told 429 after
+// twenty tries in an hour, without a lookup; another account is not.
+func TestRedeemGuessesAreLimited(t *testing.T) {
+	h := newHarness(t, backends[0])
+	h.createSale("guess", nil)
+	code := h.issueInvites("guess", 1)[0]
+	for i := range 20 {
+		if r := h.redeem("guess", "mallory", fmt.Sprintf("guess-%d", i)); r.status != 403 {
+			t.Fatalf("guess %d: %d %s", i, r.status, r.body)
+		}
+	}
+	r := h.redeem("guess", "mallory", code)
+	if r.status != 429 || r.code() != "rate_limited" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("the 21st try: %d %s", r.status, r.body)
+	}
+	if r := h.redeem("guess", "alice", code); r.status != 200 {
+		t.Fatalf("another account: %d %s", r.status, r.body)
+	}
+}
+
+// TestNotifiedAdmissionSecondsSetting: the setting goes in with the sale,
+// changes with PATCH, and is refused out of range.
+func TestNotifiedAdmissionSecondsSetting(t *testing.T) {
+	h := newHarness(t, backends[0])
+	v := h.createSale("told", map[string]any{"notifiedAdmissionSeconds": 60})
+	if v["notifiedAdmissionSeconds"] != float64(60) {
+		t.Fatalf("created: %v", v["notifiedAdmissionSeconds"])
+	}
+	version := fmt.Sprint(v["version"])
+	r := h.do("PATCH", "/admin/sales/told", map[string]string{"If-Match": version}, map[string]any{"notifiedAdmissionSeconds": 900})
+	if r.status != 200 || r.json(t)["notifiedAdmissionSeconds"] != float64(900) {
+		t.Fatalf("patched: %d %s", r.status, r.body)
+	}
+	r = h.do("PATCH", "/admin/sales/told", map[string]string{"If-Match": fmt.Sprint(r.json(t)["version"])}, map[string]any{"notifiedAdmissionSeconds": -1})
+	if r.status != 400 || !strings.Contains(string(r.body), "notifiedAdmissionSeconds") {
+		t.Fatalf("patched to -1: %d %s", r.status, r.body)
+	}
+	r = h.do("POST", "/admin/sales", nil, map[string]any{"sku": "long", "initialStock": 1,
+		"opensAt": h.clock.Now().Format(time.RFC3339), "notifiedAdmissionSeconds": 86401})
+	if r.status != 400 {
+		t.Fatalf("created with 86401: %d %s", r.status, r.body)
+	}
+}

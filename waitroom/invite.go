@@ -19,7 +19,7 @@ import (
 // A closed sale, an ineligible account, or a sale sold out for good is
 // refused before the code is looked up, so that the code stays unbound
 // for an account it can still serve. Errors besides those of Ticket:
-// ErrInviteInvalid, ErrInviteUsed.
+// ErrInviteInvalid, ErrInviteUsed, and CodeRateLimited past RedeemLimit.
 func (r *Room) Redeem(ctx context.Context, sku, userID string, accountCreated time.Time, code string) (Ticket, error) {
 	if r.cfg.Invites == nil {
 		return Ticket{}, flashsale.Errorf(flashsale.CodeNotFound, "Invite codes are redeemed at the origin.")
@@ -41,6 +41,10 @@ func (r *Room) Redeem(ctx context.Context, sku, userID string, accountCreated ti
 	}
 	if sale.StateAt(now) == flashsale.SaleOpen && snap.Loaded && snap.Counter <= 0 && snap.Pending <= 0 {
 		return Ticket{}, flashsale.Errorf(flashsale.CodeSoldOut, "Sold out: nothing is left and no hold can come back.")
+	}
+	if r.redeems.Add(sale.ID, userID, now) > r.cfg.RedeemLimit {
+		return Ticket{}, &flashsale.Error{Code: flashsale.CodeRateLimited, RetryAfter: time.Hour,
+			Message: "Too many invite codes tried for this sale; try again later."}
 	}
 	inv, err := r.cfg.Invites.RedeemInvite(ctx, sale, flashsale.InviteHash(code), userID, now)
 	if err != nil {

@@ -53,6 +53,11 @@ type Config struct {
 	Invites interface {
 		RedeemInvite(ctx context.Context, sale *flashsale.Sale, hash, userID string, at time.Time) (*flashsale.Invite, error)
 	}
+	// RedeemLimit is how many invite redemptions one account may ask of
+	// a sale in an hour, on this server (default 20): a shopper redeems
+	// once or twice, and a guesser of codes, who would cost the record a
+	// lookup per guess, is told 429 rate_limited without one.
+	RedeemLimit int
 	// PlaceCache is how many given places the room remembers, to answer a
 	// shopper asking again without a call to the queue (default 1<<19,
 	// about 200 bytes each; negative: none).
@@ -72,6 +77,7 @@ type Room struct {
 	// 429, and hold no one (see StatusFor).
 	polls, anonPolls *window.Pace
 	fails, anonFails *window.Counter
+	redeems          *window.Counter
 	places           *places
 }
 
@@ -95,12 +101,15 @@ func New(cfg Config) *Room {
 	if cfg.FailLimit <= 0 {
 		cfg.FailLimit = 20
 	}
+	if cfg.RedeemLimit <= 0 {
+		cfg.RedeemLimit = 20
+	}
 	if cfg.PlaceCache == 0 {
 		cfg.PlaceCache = 1 << 19
 	}
 	return &Room{cfg: cfg, claims: map[string]*claimSet{}, places: newPlaces(cfg.PlaceCache),
 		polls: window.NewPace(cfg.PollWindow), fails: window.New(time.Hour),
-		anonPolls: window.NewPace(cfg.PollWindow), anonFails: window.New(time.Hour)}
+		anonPolls: window.NewPace(cfg.PollWindow), anonFails: window.New(time.Hour), redeems: window.New(time.Hour)}
 }
 
 // AutomationPolicy is the published policy on suspected automation, given

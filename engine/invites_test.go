@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashsale/flashsale"
 	"github.com/flashsale/flashsale/engine"
+	"github.com/flashsale/flashsale/internal/testenv"
 	"github.com/flashsale/flashsale/token"
 )
 
@@ -468,5 +469,94 @@ func TestNotifiedAdmissionSecondsSetting(t *testing.T) {
 		"opensAt": h.clock.Now().Format(time.RFC3339), "notifiedAdmissionSeconds": 86401})
 	if r.status != 400 {
 		t.Fatalf("created with 86401: %d %s", r.status, r.body)
+	}
+}
+
+// TestInvitesThroughTheFleet: the fleet of two origins and an edge behind
+// the balancer, with their background services running: codes issued and
+// redeemed through the balancer (either origin), the invited ticket polled
+// at the edge and admitted, the reserve through either origin; the turn
+// goes out once, though both origins run the turn rounds.
+func TestInvitesThroughTheFleet(t *testing.T) {
+	_, prefix := testenv.Redis(t)
+	f := newFleet(t, testenv.RedisURL(), prefix)
+	lb := f.lb.URL
+	r := f.admin(lb, "POST", "/admin/sales", map[string]any{"sku": "fleet-vip", "name": "VIP", "initialStock": 5,
+		"admissionPerSecond": 1, "notifiedAdmissionSeconds": 300, "opensAt": f.clock.Now().Format(time.RFC3339Nano)})
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	f.published("fleet-vip", "open")
+	r = f.admin(lb, "POST", "/admin/sales/fleet-vip/invites", map[string]int{"count": 2})
+	if r.status != http.StatusCreated {
+		t.Fatalf("invites: %d %s", r.status, r.body)
+	}
+	var issued struct{ Codes []string }
+	if err := json.Unmarshal(r.body, &issued); err != nil {
+		t.Fatal(err)
+	}
+	auth := func(u string) map[string]string { return map[string]string{"Authorization": "Bearer " + f.jwt(u)} }
+	// Twice through the balancer: one origin, then the other.
+	var tok string
+	for range 2 {
+		r = f.do(lb, "POST", "/sale/fleet-vip/redeem", auth("alice"), map[string]string{"code": issued.Codes[0]})
+		if r.status != 200 {
+			t.Fatalf("redeem: %d %s", r.status, r.body)
+		}
+		tok = r.json(t)["token"].(string)
+	}
+	for range 2 {
+		if r := f.do(lb, "POST", "/sale/fleet-vip/redeem", auth("bob"), map[string]string{"code": issued.Codes[0]}); r.status != 409 {
+			t.Fatalf("bob: %d %s", r.status, r.body)
+		}
+	}
+	hdr := auth("alice")
+	hdr["X-Ticket"] = tok
+	r = f.do(f.edgeURL, "GET", "/sale/fleet-vip/status", hdr, nil)
+	st := r.json(t)
+	if st["state"] != "admitted" || st["expiresIn"] != float64(300) {
+		t.Fatalf("alice at the edge: %d %s", r.status, r.body)
+	}
+	hdr = auth("alice")
+	hdr["X-Admission-Token"], hdr["Idempotency-Key"] = st["admissionToken"].(string), "k-alice"
+	if r := f.do(lb, "POST", "/sale/fleet-vip/reserve", hdr, nil); r.status != http.StatusCreated {
+		t.Fatalf("reserve: %d %s", r.status, r.body)
+	}
+	saleID := f.catalogSale(0, "fleet-vip").ID
+	turns := func() (int, error) {
+		evs, err := f.origins[1].Store.SaleEvents(context.Background(), saleID, 1000)
+		n := 0
+		for _, e := range evs {
+			if e.Type == flashsale.EventShopperTurn {
+				n++
+			}
+		}
+		return n, err
+	}
+	f.eventually(func() string { return "alice's turn is written" }, func() (bool, error) {
+		n, err := turns()
+		return n > 0, err
+	})
+	// More rounds of both origins, at once: still one.
+	for range 3 {
+		var wg sync.WaitGroup
+		for _, o := range f.origins {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := o.Turns.TickOnce(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if n, err := turns(); err != nil || n != 1 {
+		t.Fatalf("%d turn events, %v; want 1", n, err)
+	}
+	r = f.admin(lb, "GET", "/admin/sales/fleet-vip", nil)
+	var v struct{ Invites struct{ Issued, Redeemed, Won int } }
+	if err := json.Unmarshal(r.body, &v); err != nil || v.Invites.Issued != 2 || v.Invites.Redeemed != 1 || v.Invites.Won != 1 {
+		t.Fatalf("the view through the balancer: %s %v", r.body, err)
 	}
 }

@@ -430,7 +430,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	e.Pacer = waitroom.NewPacer(waitroom.PacerConfig{Queue: e.Queue, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Holder: cfg.Source, Tick: cfg.PaceTick, AdmissionTTL: cfg.AdmissionTTL, Logger: logger})
 	e.Snapshots.Pacing = e.Pacer
-	e.Turns = waitroom.NewTurns(waitroom.TurnsConfig{Queue: e.Queue, Sales: e.Catalog, Events: e.Background, Draws: e.Snapshots,
+	e.Turns = waitroom.NewTurns(waitroom.TurnsConfig{Queue: e.Queue, Sales: e.Catalog, Events: e.Background, Snapshots: e.Snapshots,
 		Now: cfg.Now, Holder: cfg.Source, Tick: cfg.PaceTick * 4, Logger: logger})
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})

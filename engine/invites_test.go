@@ -570,3 +570,43 @@ func TestInvitesThroughTheFleet(t *testing.T) {
 		t.Fatalf("the view through the balancer: %s %v", r.body, err)
 	}
 }
+
+// TestTurnNotToldWhileSoldOut: while nothing is left, no one is told it is
+// their turn; when units come back, the places admitted meanwhile are.
+func TestTurnNotToldWhileSoldOut(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		h := newHarness(t, b)
+		ctx := context.Background()
+		opens := h.clock.Now().Add(time.Minute)
+		h.createSale("one", map[string]any{"initialStock": 1, "notifiedAdmissionSeconds": 120,
+			"opensAt": opens.Format(time.RFC3339Nano)})
+		h.warm()
+		h.ticketOf("one", "u1")
+		h.ticketOf("one", "u2")
+		h.clock.Set(opens)
+		res := h.reserve("one", "u1", h.admit("one", "u1"), "k-u1", nil)
+		if res.status != http.StatusCreated {
+			t.Fatalf("reserve: %d %s", res.status, res.body)
+		}
+		h.clock.Advance(time.Second) // past the snapshot's lifetime
+		for range 2 {
+			if err := h.eng.Turns.TickOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := h.turnEvents("one"); len(got) != 0 {
+			t.Fatalf("turns while sold out: %v", got)
+		}
+		id := res.json(t)["reservationId"].(string)
+		if r := h.do("DELETE", "/reservations/"+id, map[string]string{"Authorization": "Bearer " + h.jwt("u1")}, nil); r.status != 200 {
+			t.Fatalf("cancel: %d %s", r.status, r.body)
+		}
+		h.clock.Advance(time.Second)
+		if err := h.eng.Turns.TickOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.turnEvents("one"); len(got) != 2 {
+			t.Fatalf("turns once a unit came back: %v", got)
+		}
+	})
+}

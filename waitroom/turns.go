@@ -45,11 +45,13 @@ type TurnsConfig struct {
 	Sales interface {
 		Active(ctx context.Context) ([]*flashsale.Sale, error)
 	}
-	// Draws gives a random or lottery sale's drawn places (the origin's
-	// snapshots): at the draw, every entrant's place is noted at once,
-	// since an entrant who left the page never asks for it. Nil notes
-	// only the places the room hands out.
-	Draws interface {
+	// Snapshots are the origin's: a sale with no unit left (for now)
+	// tells no one it is their turn, and a random or lottery sale's drawn
+	// places are read from them (at the draw, every entrant's place is
+	// noted at once, since an entrant who left the page never asks for
+	// it). Nil notes only the places the room hands out, and notifies
+	// whatever the stock.
+	Snapshots interface {
 		Snapshot(ctx context.Context, sku string) (*Snapshot, error)
 		DrawIndex(ctx context.Context, snap *Snapshot) (*DrawIndex, error)
 	}
@@ -122,8 +124,30 @@ func (t *Turns) TickOnce(ctx context.Context) error {
 func (t *Turns) tick(ctx context.Context, sale *flashsale.Sale) error {
 	q := t.cfg.Queue
 	now := t.cfg.Now()
-	if err := t.noteDrawn(ctx, sale); err != nil {
+	// The places given so far, for the next round; this one notifies
+	// those given before the last (given), every round, sold out or not.
+	issued, err := q.Len(ctx, sale.ID)
+	if err != nil {
 		return err
+	}
+	t.mu.Lock()
+	given := t.seen[sale.ID]
+	t.seen[sale.ID] = issued
+	t.mu.Unlock()
+	if t.cfg.Snapshots != nil {
+		snap, err := t.cfg.Snapshots.Snapshot(ctx, sale.SKU)
+		if err != nil {
+			return err
+		}
+		if snap.Sale.ID == sale.ID && snap.Loaded && snap.Counter <= 0 {
+			// Sold out, for now: whoever's place comes up is told sold
+			// out, not its turn. The cursors stay, so that the turns are
+			// told if units come back.
+			return nil
+		}
+		if err := t.noteDrawn(ctx, sale, snap); err != nil {
+			return err
+		}
 	}
 	// The invited first: their turn is the open.
 	from, err := q.Counter(ctx, sale.ID, CounterInvitedTurns)
@@ -144,14 +168,6 @@ func (t *Turns) tick(ctx context.Context, sale *flashsale.Sale) error {
 		}
 	}
 
-	issued, err := q.Len(ctx, sale.ID)
-	if err != nil {
-		return err
-	}
-	t.mu.Lock()
-	given := t.seen[sale.ID]
-	t.seen[sale.ID] = issued
-	t.mu.Unlock()
 	upTo := given
 	if sale.AdmissionPerSecond > 0 {
 		admitted, err := q.Admitted(ctx, sale.ID)
@@ -198,19 +214,15 @@ func (t *Turns) notify(ctx context.Context, sale *flashsale.Sale, users []string
 // drawn random or lottery sale (a lottery's selected only). It runs in
 // the round before the places are notified, so none is passed over; its
 // cost is one note per entrant, once.
-func (t *Turns) noteDrawn(ctx context.Context, sale *flashsale.Sale) error {
-	if sale.Fairness == flashsale.FairnessFIFO || t.cfg.Draws == nil {
+func (t *Turns) noteDrawn(ctx context.Context, sale *flashsale.Sale, snap *Snapshot) error {
+	if sale.Fairness == flashsale.FairnessFIFO || !snap.Drawn || snap.Sale.ID != sale.ID {
 		return nil
 	}
 	q := t.cfg.Queue
 	if done, err := q.Counter(ctx, sale.ID, CounterDrawnTurns); err != nil || done > 0 {
 		return err
 	}
-	snap, err := t.cfg.Draws.Snapshot(ctx, sale.SKU)
-	if err != nil || !snap.Drawn || snap.Sale.ID != sale.ID {
-		return err
-	}
-	ix, err := t.cfg.Draws.DrawIndex(ctx, snap)
+	ix, err := t.cfg.Snapshots.DrawIndex(ctx, snap)
 	if err != nil {
 		return err
 	}

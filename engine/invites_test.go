@@ -565,7 +565,9 @@ func TestInvitesThroughTheFleet(t *testing.T) {
 		t.Fatalf("%d turn events, %v; want 1", n, err)
 	}
 	r = f.admin(lb, "GET", "/admin/sales/fleet-vip", nil)
-	var v struct{ Invites struct{ Issued, Redeemed, Won int } }
+	var v struct {
+		Invites struct{ Issued, Redeemed, Won int }
+	}
 	if err := json.Unmarshal(r.body, &v); err != nil || v.Invites.Issued != 2 || v.Invites.Redeemed != 1 || v.Invites.Won != 1 {
 		t.Fatalf("the view through the balancer: %s %v", r.body, err)
 	}

@@ -38,6 +38,8 @@ const (
 	CodeRegistrationClosed   Code = "registration_closed"
 	CodeClosed               Code = "closed"
 	CodeNotSelected          Code = "not_selected"
+	CodeInviteInvalid        Code = "invite_invalid"
+	CodeInviteUsed           Code = "invite_used"
 
 	// Added by this project; the contract allows additions.
 

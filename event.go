@@ -1,6 +1,8 @@
 package flashsale
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -25,6 +27,9 @@ const (
 	EventSalePaused           EventType = "sale.paused"
 	EventSaleResumed          EventType = "sale.resumed"
 	EventSaleClosed           EventType = "sale.closed"
+	EventInviteIssued         EventType = "invite.issued"
+	EventInviteRedeemed       EventType = "invite.redeemed"
+	EventShopperTurn          EventType = "shopper.turn"
 )
 
 // Event is one fact to publish: the row the record's outbox keeps until a
@@ -98,6 +103,59 @@ type SaleData struct {
 	// ReservationID, on sale.sold_out, is the hold that took the last
 	// unit.
 	ReservationID string `json:"reservationId,omitempty"`
+}
+
+// InviteData is the data of the invite.* events: the audit trail of a
+// sale's codes. A code itself is never published; a redemption names the
+// first 12 hex digits of its hash, enough to tell codes apart in an
+// inquiry.
+type InviteData struct {
+	// Count and Actor, on invite.issued: how many codes, issued by whom.
+	Count int    `json:"count,omitempty"`
+	Actor string `json:"actor,omitempty"`
+	// UserID and Code, on invite.redeemed.
+	UserID string `json:"userId,omitempty"`
+	Code   string `json:"codeHash,omitempty"`
+}
+
+// TurnData is the data of shopper.turn: the shopper whose turn came, and
+// until when its admission lasts (the sale's notifiedAdmissionSeconds
+// from the turn), so that the shop can tell the shopper to come back.
+type TurnData struct {
+	UserID             string    `json:"userId"`
+	AdmissionExpiresAt time.Time `json:"admissionExpiresAt"`
+}
+
+// InviteIssuedEvent reports a batch of count codes issued by actor.
+func InviteIssuedEvent(saleID, sku string, count int, actor string, at time.Time) Event {
+	return NewEvent("", EventInviteIssued, saleID, sku, at, InviteData{Count: count, Actor: actor})
+}
+
+// InviteRedeemedEvent reports the code with the hash redeemed by userID.
+// Its id is a function of the code: a code is redeemed once.
+func InviteRedeemedEvent(saleID, sku, hash, userID string, at time.Time) Event {
+	short := hash
+	if len(short) > 12 {
+		short = short[:12]
+	}
+	return NewEvent("evt_"+saleID+".invite."+hash, EventInviteRedeemed, saleID, sku, at,
+		InviteData{UserID: userID, Code: short})
+}
+
+// ShopperTurnEvent is the shopper.turn event of userID in the sale, whose
+// admission lasts until expires. Its id is a function of the sale and the
+// user: a shopper's turn comes once, and every server that sees it come
+// writes the same event, which the outbox keeps once.
+func ShopperTurnEvent(saleID, sku, userID string, at, expires time.Time) Event {
+	return NewEvent("evt_"+saleID+".turn."+TurnKey(userID), EventShopperTurn, saleID, sku, at,
+		TurnData{UserID: userID, AdmissionExpiresAt: expires.UTC()})
+}
+
+// TurnKey is the part of a shopper.turn event's id that names the user: a
+// hash, since a user id is the store's and may hold any character.
+func TurnKey(userID string) string {
+	h := sha256.Sum256([]byte(userID))
+	return hex.EncodeToString(h[:12])
 }
 
 // NewEventID returns a new event id: a ULID, time-ordered. Safe for

@@ -80,6 +80,11 @@ type Sale struct {
 	Shards int
 	// Display is how the sale looks on the waiting-room page.
 	Display Display
+	// NotifiedAdmissionSeconds, when positive, sends the event
+	// shopper.turn through the outbox as each shopper's turn comes, so
+	// that the shop can tell a shopper who left the page, and makes the
+	// admission last that long from the turn.
+	NotifiedAdmissionSeconds int
 
 	// State is the sale's state as last written to the record. The
 	// published state also depends on the time and the live counter; see
@@ -101,6 +106,12 @@ type Sale struct {
 	Version   int64
 	CreatedAt time.Time
 	UpdatedAt time.Time
+}
+
+// NotifiedAdmission returns how long an admission lasts from a shopper's
+// turn in a sale that notifies turns; zero when it does not.
+func (s *Sale) NotifiedAdmission() time.Duration {
+	return time.Duration(s.NotifiedAdmissionSeconds) * time.Second
 }
 
 // Hold returns how long a reservation of this sale holds its units.
@@ -133,6 +144,9 @@ const (
 	DefaultPerUserLimit = 1
 	MaxPerUserLimit     = 100
 	MaxInitialStock     = 100_000_000
+	// MaxNotifiedAdmissionSeconds bounds notifiedAdmissionSeconds: a day
+	// is long enough to read a message and come back.
+	MaxNotifiedAdmissionSeconds = 24 * 3600
 )
 
 // ApplyDefaults fills the fields a create request may leave out.
@@ -181,6 +195,8 @@ func (s *Sale) Validate() error {
 		return Errorf(CodeBadRequest, "minAccountAgeSeconds must not be negative")
 	case s.ChallengeBits < 0 || s.ChallengeBits > 32:
 		return Errorf(CodeBadRequest, "challengeBits must be between 0 and 32")
+	case s.NotifiedAdmissionSeconds < 0 || s.NotifiedAdmissionSeconds > MaxNotifiedAdmissionSeconds:
+		return Errorf(CodeBadRequest, "notifiedAdmissionSeconds must be between 0 and %d", MaxNotifiedAdmissionSeconds)
 	case s.Shards < 1 || s.Shards > 64:
 		return Errorf(CodeBadRequest, "shards must be between 1 and 64")
 	}

@@ -214,6 +214,7 @@ type Store interface {
 	OrderStore
 	DrawStore
 	OutboxStore
+	InviteStore
 	// Ping reports whether the record answers.
 	Ping(ctx context.Context) error
 	Close() error

@@ -50,13 +50,11 @@ func TestInvitesAndRedeem(t *testing.T) {
 		h.createSale("vip", func(s *client.NewSale) { s.InitialStock, s.OpensAt = 2, start.Add(time.Minute) })
 		h.createSale("other")
 		codes, err := adm.IssueInvites(ctx, "vip", 3)
-		pending(t, err, "POST /admin/sales/{sku}/invites", "")
 		if err != nil || len(codes) != 3 || codes[0] == "" || codes[0] == codes[1] {
 			t.Fatalf("invites: %q %v", codes, err)
 		}
 		alice := h.shopper("alice")
 		tk, err := alice.Redeem(ctx, "vip", codes[0])
-		pending(t, err, "POST /sale/{sku}/redeem", "")
 		if err != nil || tk.Token == "" || tk.Position < 1 {
 			t.Fatalf("redeem: %+v %v", tk, err)
 		}
@@ -137,7 +135,6 @@ func TestSaleSettings(t *testing.T) {
 	})
 	t.Run("notifiedAdmissionSeconds", func(t *testing.T) {
 		v, err := adm.CreateSale(ctx, client.NewSale{SKU: "told", InitialStock: 1, OpensAt: start, NotifiedAdmissionSeconds: 900})
-		pending(t, err, "notifiedAdmissionSeconds", "notifiedAdmissionSeconds")
 		if err != nil || v.NotifiedAdmissionSeconds != 900 {
 			t.Fatalf("created: %+v %v", v, err)
 		}

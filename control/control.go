@@ -128,6 +128,9 @@ type Patch struct {
 	ChallengeBits        *int
 	InitialStock         *int
 	RequireInstrument    *bool
+	// NotifiedAdmissionSeconds, when set, changes how long an admission
+	// lasts from a notified turn (0 stops notifying).
+	NotifiedAdmissionSeconds *int
 	// Display, when set, replaces the sale's display as a whole (an
 	// empty one clears it).
 	Display *flashsale.Display
@@ -172,6 +175,9 @@ func (s *Service) Update(ctx context.Context, sku string, version int64, p Patch
 	}
 	if p.Display != nil {
 		sale.Display = *p.Display
+	}
+	if p.NotifiedAdmissionSeconds != nil {
+		sale.NotifiedAdmissionSeconds = *p.NotifiedAdmissionSeconds
 	}
 	stockChanged := p.InitialStock != nil && *p.InitialStock != sale.InitialStock
 	if stockChanged {

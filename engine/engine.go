@@ -281,6 +281,8 @@ type Engine struct {
 	Rebalancer *rebalance.Rebalancer
 	Pacer      *waitroom.Pacer
 	Drawer     *waitroom.Drawer
+	// Turns writes shopper.turn as turns come, in sales that notify them.
+	Turns *waitroom.Turns
 	// Snapshots is the origin's snapshot builder; Edge the edge's fetcher.
 	Snapshots *waitroom.OriginSnapshots
 	Edge      *waitroom.EdgeSnapshots
@@ -440,6 +442,8 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	e.Pacer = waitroom.NewPacer(waitroom.PacerConfig{Queue: e.Queue, Gate: e.Gate, Sales: e.Catalog, Now: cfg.Now,
 		Holder: cfg.Source, Tick: cfg.PaceTick, AdmissionTTL: cfg.AdmissionTTL, Logger: logger})
 	e.Snapshots.Pacing = e.Pacer
+	e.Turns = waitroom.NewTurns(waitroom.TurnsConfig{Queue: e.Queue, Sales: e.Catalog, Events: e.Background, Snapshots: e.Snapshots,
+		Now: cfg.Now, Holder: cfg.Source, Tick: cfg.PaceTick * 4, Logger: logger})
 	e.Drawer = waitroom.NewDrawer(waitroom.DrawerConfig{Queue: e.Queue, Store: e.Background, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.DrawInterval, Logger: logger, OnDraw: func(s *flashsale.Sale) { e.Snapshots.Invalidate(s.SKU) }})
 	e.Purchase = purchase.New(purchase.Config{Gate: e.Gate, Store: e.Store, Restock: give(e.Store), Tokens: e.Tokens,
@@ -455,7 +459,7 @@ func (e *Engine) open(ctx context.Context) (err error) {
 	}
 	e.Room = waitroom.New(waitroom.Config{Queue: e.Queue, Tokens: e.Tokens, Snapshots: e.Snapshots, Now: cfg.Now,
 		AdmissionTTL: cfg.AdmissionTTL, Challenges: challenge.NewIssuer(e.Tokens.Derive("pow-salt"), e.Queue),
-		PlaceCache: placeCache})
+		PlaceCache: placeCache, Invites: e.Background})
 	e.Sweeper = sweeper.New(sweeper.Config{Restock: restockBackground, Sales: e.Catalog, Now: cfg.Now,
 		Interval: cfg.SweepInterval, Logger: logger})
 	e.Watcher = invariant.New(invariant.Config{Gate: e.Gate, Store: e.Background, Sales: e.Catalog,
@@ -1047,6 +1051,7 @@ func (e *Engine) Start(ctx context.Context) {
 	e.Retirer.Start(ctx)
 	e.Drawer.Start(ctx)
 	e.Pacer.Start(ctx)
+	e.Turns.Start(ctx)
 	e.Sweeper.Start(ctx)
 	e.Watcher.Start(ctx)
 	if e.Rebalancer != nil {
@@ -1073,6 +1078,7 @@ func (e *Engine) Stop() {
 	}
 	e.Watcher.Stop()
 	e.Sweeper.Stop()
+	e.Turns.Stop()
 	e.Pacer.Stop()
 	e.Drawer.Stop()
 	e.Retirer.Stop()

@@ -29,6 +29,8 @@ type createSaleBody struct {
 	Shards               *int               `json:"shards"`
 	RequireInstrument    bool               `json:"requireInstrument"`
 	Display              *flashsale.Display `json:"display"`
+	// NotifiedAdmissionSeconds: see flashsale.Sale.
+	NotifiedAdmissionSeconds int `json:"notifiedAdmissionSeconds"`
 }
 
 func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
@@ -55,6 +57,8 @@ func (s *Server) createSale(w http.ResponseWriter, r *http.Request) {
 		MinAccountAgeSeconds: b.MinAccountAgeSeconds,
 		ChallengeBits:        b.ChallengeBits,
 		RequireInstrument:    b.RequireInstrument,
+
+		NotifiedAdmissionSeconds: b.NotifiedAdmissionSeconds,
 	}
 	if b.Display != nil {
 		in.Display = *b.Display
@@ -130,10 +134,13 @@ type adminSaleJSON struct {
 	Shards               int                 `json:"shards"`
 	SeedCommitment       string              `json:"seedCommitment,omitempty"`
 	Display              *flashsale.Display  `json:"display,omitempty"`
-	Epoch                int64               `json:"epoch"`
-	Version              int64               `json:"version"`
-	CreatedAt            time.Time           `json:"createdAt"`
-	UpdatedAt            time.Time           `json:"updatedAt"`
+	// NotifiedAdmissionSeconds is left out when the sale notifies no
+	// turns.
+	NotifiedAdmissionSeconds int       `json:"notifiedAdmissionSeconds,omitempty"`
+	Epoch                    int64     `json:"epoch"`
+	Version                  int64     `json:"version"`
+	CreatedAt                time.Time `json:"createdAt"`
+	UpdatedAt                time.Time `json:"updatedAt"`
 
 	// Live figures.
 	Counter      *int64           `json:"counter"`
@@ -162,6 +169,8 @@ type adminSaleJSON struct {
 	// Outbox is the sale's events waiting to be published, the age of the
 	// oldest (the relay's lag) and its dead letters.
 	Outbox *outboxJSON `json:"outbox,omitempty"`
+	// Invites counts the sale's invite codes, once it has any.
+	Invites *invitesJSON `json:"invites,omitempty"`
 	// Errors lists live figures that could not be read.
 	Errors []string `json:"errors,omitempty"`
 }
@@ -186,8 +195,9 @@ func (s *Server) viewFrom(ctx context.Context, sale *flashsale.Sale, src figures
 		AdmissionPerSecond: sale.AdmissionPerSecond, MinAccountAgeSeconds: sale.MinAccountAgeSeconds,
 		ChallengeBits: sale.ChallengeBits, RequireInstrument: sale.RequireInstrument, Shards: sale.Shards, SeedCommitment: sale.SeedCommitment,
 		Epoch: sale.Epoch, Version: sale.Version, CreatedAt: sale.CreatedAt.UTC(), UpdatedAt: sale.UpdatedAt.UTC(),
-		Rejections: s.rejections.of(sale.SKU),
-		Invariant:  invariantJSON{OK: true},
+		NotifiedAdmissionSeconds: sale.NotifiedAdmissionSeconds,
+		Rejections:               s.rejections.of(sale.SKU),
+		Invariant:                invariantJSON{OK: true},
 	}
 	if !sale.Display.IsZero() {
 		d := sale.Display
@@ -224,6 +234,11 @@ func (s *Server) viewFrom(ctx context.Context, sale *flashsale.Sale, src figures
 		v.Errors = append(v.Errors, "outbox: unreachable")
 	} else if ok {
 		v.Outbox = outboxOut(st, now)
+	}
+	if c, err := src.invites(ctx, sale); err != nil {
+		v.Errors = append(v.Errors, "invites: unreachable")
+	} else if c.Issued > 0 {
+		v.Invites = &invitesJSON{Issued: c.Issued, Redeemed: c.Redeemed, Won: c.Won}
 	}
 	issued := int64(0)
 	upTo := int64(0)
@@ -317,15 +332,16 @@ func ifMatch(r *http.Request) (int64, error) {
 }
 
 type patchSaleBody struct {
-	Name                 *string    `json:"name"`
-	ClosesAt             *time.Time `json:"closesAt"`
-	AdmissionPerSecond   *int       `json:"admissionPerSecond"`
-	HoldSeconds          *int       `json:"holdSeconds"`
-	PerUserLimit         *int       `json:"perUserLimit"`
-	MinAccountAgeSeconds *int       `json:"minAccountAgeSeconds"`
-	ChallengeBits        *int       `json:"challengeBits"`
-	InitialStock         *int       `json:"initialStock"`
-	RequireInstrument    *bool      `json:"requireInstrument"`
+	Name                     *string    `json:"name"`
+	ClosesAt                 *time.Time `json:"closesAt"`
+	AdmissionPerSecond       *int       `json:"admissionPerSecond"`
+	HoldSeconds              *int       `json:"holdSeconds"`
+	PerUserLimit             *int       `json:"perUserLimit"`
+	MinAccountAgeSeconds     *int       `json:"minAccountAgeSeconds"`
+	ChallengeBits            *int       `json:"challengeBits"`
+	InitialStock             *int       `json:"initialStock"`
+	RequireInstrument        *bool      `json:"requireInstrument"`
+	NotifiedAdmissionSeconds *int       `json:"notifiedAdmissionSeconds"`
 	// Display replaces the sale's display as a whole; {} clears it.
 	Display *flashsale.Display `json:"display"`
 }
@@ -345,6 +361,7 @@ func (s *Server) patchSale(w http.ResponseWriter, r *http.Request) {
 		Name: b.Name, ClosesAt: b.ClosesAt, AdmissionPerSecond: b.AdmissionPerSecond, HoldSeconds: b.HoldSeconds,
 		PerUserLimit: b.PerUserLimit, MinAccountAgeSeconds: b.MinAccountAgeSeconds, ChallengeBits: b.ChallengeBits,
 		InitialStock: b.InitialStock, RequireInstrument: b.RequireInstrument, Display: b.Display,
+		NotifiedAdmissionSeconds: b.NotifiedAdmissionSeconds,
 	})
 	if err != nil {
 		writeError(w, s.cfg.Logger, r, err)
@@ -618,6 +635,7 @@ type figures interface {
 	admitted(ctx context.Context, sale *flashsale.Sale) (int64, error)
 	draw(ctx context.Context, sale *flashsale.Sale) (*flashsale.Draw, error)
 	suspects(ctx context.Context, sale *flashsale.Sale) (int, error)
+	invites(ctx context.Context, sale *flashsale.Sale) (flashsale.InviteCounts, error)
 }
 
 // direct reads every figure from where it is kept, at each call: the
@@ -652,4 +670,59 @@ func (d direct) draw(ctx context.Context, sale *flashsale.Sale) (*flashsale.Draw
 func (d direct) suspects(ctx context.Context, sale *flashsale.Sale) (int, error) {
 	held, err := d.s.cfg.Queue.Suspects(ctx, sale.ID)
 	return len(held), err
+}
+
+func (d direct) invites(ctx context.Context, sale *flashsale.Sale) (flashsale.InviteCounts, error) {
+	return d.s.cfg.Store.InviteCounts(ctx, sale.ID)
+}
+
+type invitesJSON struct {
+	Issued   int64 `json:"issued"`
+	Redeemed int64 `json:"redeemed"`
+	Won      int64 `json:"won"`
+}
+
+type issueInvitesBody struct {
+	Count *int `json:"count"`
+}
+
+// issueInvites issues a batch of invite codes for the sale (contract: POST
+// /admin/sales/{sku}/invites). The codes are in this answer only: the
+// record keeps their hashes, so a lost answer is a lost batch (issue
+// another; the lost codes can never be redeemed by anyone who did not
+// see them).
+func (s *Server) issueInvites(w http.ResponseWriter, r *http.Request) {
+	var b issueInvitesBody
+	if err := decode(w, r, &b, false); err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	if b.Count == nil || *b.Count < 1 || *b.Count > flashsale.MaxInvites {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeBadRequest, "count must be between 1 and %d.", flashsale.MaxInvites))
+		return
+	}
+	sale, err := s.cfg.Store.SaleBySKU(r.Context(), r.PathValue("sku"))
+	if err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	if sale.StateAt(s.cfg.Now()) == flashsale.SaleClosed {
+		writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeClosed, "The sale has closed."))
+		return
+	}
+	codes := make([]string, *b.Count)
+	hashes := make([]string, *b.Count)
+	for i := range codes {
+		codes[i] = flashsale.NewInviteCode()
+		hashes[i] = flashsale.InviteHash(codes[i])
+	}
+	by := operator(r)
+	if err := s.cfg.Store.IssueInvites(r.Context(), sale, hashes, by, s.cfg.Now()); err != nil {
+		writeError(w, s.cfg.Logger, r, err)
+		return
+	}
+	// Never the codes in the log: only how many, and by whom.
+	s.cfg.Logger.Info("invites issued", "sku", sale.SKU, "sale", sale.ID, "count", len(codes), "by", by)
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, map[string][]string{"codes": codes})
 }

@@ -938,3 +938,12 @@ func (s *Server) consolePage(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
+
+// invites reads the sale's invite counts only while the sale is watched,
+// once a round whatever the subscribers.
+func (f *liveFigures) invites(ctx context.Context, sale *flashsale.Sale) (flashsale.InviteCounts, error) {
+	if !f.heavy {
+		return flashsale.InviteCounts{}, nil
+	}
+	return f.s.cfg.Store.InviteCounts(ctx, sale.ID)
+}

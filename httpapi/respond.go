@@ -35,6 +35,8 @@ var statusOf = map[flashsale.Code]int{
 	flashsale.CodeNotEligible:          http.StatusForbidden,
 	flashsale.CodeChallengeFailed:      http.StatusForbidden,
 	flashsale.CodeForbidden:            http.StatusForbidden,
+	flashsale.CodeInviteInvalid:        http.StatusForbidden,
+	flashsale.CodeInviteUsed:           http.StatusConflict,
 	flashsale.CodeRateLimited:          http.StatusTooManyRequests,
 	flashsale.CodeSalePaused:           http.StatusServiceUnavailable,
 	flashsale.CodeUnavailable:          http.StatusServiceUnavailable,

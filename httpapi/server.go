@@ -179,6 +179,8 @@ func (s *Server) routes() {
 	if origin {
 		// The purchase path.
 		m.HandleFunc("POST /sale/{sku}/reserve", s.countReserves(s.postReserve))
+		// Redeeming binds a code in the record, so it is the origin's.
+		m.HandleFunc("POST /sale/{sku}/redeem", s.postRedeem)
 		m.HandleFunc("GET /reservations/{id}", s.getReservation)
 		m.HandleFunc("POST /reservations/{id}/confirm", s.postConfirm)
 		m.HandleFunc("DELETE /reservations/{id}", s.deleteReservation)
@@ -193,6 +195,7 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /admin/sales/{sku}/pause", s.admin(s.pauseSale))
 		m.HandleFunc("POST /admin/sales/{sku}/resume", s.admin(s.resumeSale))
 		m.HandleFunc("POST /admin/sales/{sku}/rebuild", s.admin(s.rebuildSale))
+		m.HandleFunc("POST /admin/sales/{sku}/invites", s.admin(s.issueInvites))
 		m.HandleFunc("GET /admin/sales/{sku}/audit", s.admin(s.auditSale))
 		m.HandleFunc("GET /admin/sales/{sku}/automation", s.admin(s.automation(false)))
 		m.HandleFunc("POST /admin/sales/{sku}/automation/cancel", s.admin(s.automation(true)))

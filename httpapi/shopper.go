@@ -203,6 +203,40 @@ func (s *Server) postRegister(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]bool{"registered": true})
 }
 
+type redeemBody struct {
+	Code string `json:"code"`
+}
+
+type redeemJSON struct {
+	Token    string `json:"token"`
+	Position int64  `json:"position"`
+}
+
+// postRedeem redeems an invite code for a ticket ahead of the line
+// (contract: POST /sale/{sku}/redeem).
+func (s *Server) postRedeem(w http.ResponseWriter, r *http.Request) {
+	sku := r.PathValue("sku")
+	var b redeemBody
+	if err := decode(w, r, &b, false); err != nil {
+		s.reject(w, r, sku, err)
+		return
+	}
+	sh, release, ok := s.roomShopper(w, r, sku)
+	if !ok {
+		return
+	}
+	defer release()
+	t, err := s.cfg.Room.Redeem(r.Context(), sku, sh.UserID, sh.AccountCreated, b.Code)
+	if err != nil {
+		s.reject(w, r, sku, err)
+		return
+	}
+	if t.RetryAfter > 0 {
+		setRetryAfter(w, t.RetryAfter)
+	}
+	writeJSON(w, http.StatusOK, redeemJSON{Token: t.Token, Position: t.Position})
+}
+
 // getDraw publishes a random or lottery sale's draw once it has run: the
 // seed, and the order of the entrants' pseudonyms, for anyone to recompute
 // (flashsale verify).

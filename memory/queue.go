@@ -67,7 +67,13 @@ type saleQueue struct {
 	counters map[string]int64
 	spent    map[string]int64 // id -> until (unix ms)
 	suspects map[string]string
-	shards   [queueShards]struct {
+	// awaiting and invited are the shoppers who wait to be told of their
+	// turn, by place and in order of redemption (waitroom.Queue.Await):
+	// only sales that notify turns keep them.
+	awaiting   map[int64]string
+	invited    []string
+	invitedSet map[string]struct{}
+	shards     [queueShards]struct {
 		mu     sync.Mutex
 		places map[userKey]place
 		_      [40]byte // keep shards on separate cache lines
@@ -88,7 +94,7 @@ func NewQueue() *Queue {
 
 func newSaleQueue() *saleQueue {
 	sq := &saleQueue{entrants: map[string]int64{}, counters: map[string]int64{}, spent: map[string]int64{},
-		suspects: map[string]string{}}
+		suspects: map[string]string{}, awaiting: map[int64]string{}, invitedSet: map[string]struct{}{}}
 	for i := range sq.shards {
 		sq.shards[i].places = make(map[userKey]place)
 	}
@@ -221,6 +227,57 @@ func (q *Queue) Counter(_ context.Context, saleID, counter string) (int64, error
 	return sq.counters[counter], nil
 }
 
+// Raise raises one of the sale's named counters to to if it is lower.
+func (q *Queue) Raise(_ context.Context, saleID, counter string, to int64) (int64, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	sq.counters[counter] = max(sq.counters[counter], to)
+	return sq.counters[counter], nil
+}
+
+// Await notes that the shopper at position waits for its turn; a negative
+// position (waitroom.Invited) notes an invited shopper.
+func (q *Queue) Await(_ context.Context, saleID, userID string, position int64) error {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	if position > 0 {
+		sq.awaiting[position] = userID
+		return nil
+	}
+	if _, ok := sq.invitedSet[userID]; !ok {
+		sq.invitedSet[userID] = struct{}{}
+		sq.invited = append(sq.invited, userID)
+	}
+	return nil
+}
+
+// Awaiting returns the shoppers noted at places from+1 to to, in order.
+func (q *Queue) Awaiting(_ context.Context, saleID string, from, to int64) ([]string, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	var out []string
+	for p := from + 1; p <= to; p++ {
+		if u, ok := sq.awaiting[p]; ok {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// AwaitingInvited returns the invited shoppers noted, from the index from.
+func (q *Queue) AwaitingInvited(_ context.Context, saleID string, from int64) ([]string, error) {
+	sq := q.sale(saleID)
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	if from >= int64(len(sq.invited)) {
+		return nil, nil
+	}
+	return append([]string(nil), sq.invited[max(from, 0):]...), nil
+}
+
 // Lead reports whether holder leads the named task: in one process there
 // is no one else, so it always does.
 func (q *Queue) Lead(context.Context, string, string, time.Duration) (bool, error) { return true, nil }
@@ -298,6 +355,7 @@ func (q *Queue) Forget(_ context.Context, saleID string) error {
 		sh.mu.Unlock()
 	}
 	sq.entrants, sq.counters, sq.spent = map[string]int64{}, map[string]int64{}, map[string]int64{}
+	sq.awaiting, sq.invited, sq.invitedSet = map[int64]string{}, nil, map[string]struct{}{}
 	sq.next.Store(0)
 	sq.admitted.Store(0)
 	sq.sealed.Store(false)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 )
 
 // queueFormat names the layout Save writes; LoadQueue refuses any other.
@@ -28,6 +29,10 @@ type saleFile struct {
 	// Places holds each place as four numbers: the user key's two halves,
 	// the position and the arrival (Unix ms).
 	Places []uint64
+	// Awaiting and Invited are the shoppers waiting to be told of their
+	// turn (absent from files of older versions, which had none).
+	Awaiting map[int64]string
+	Invited  []string
 }
 
 // Save writes the queue (every sale's places, the hash bases that find
@@ -46,6 +51,7 @@ func (q *Queue) Save(w io.Writer) error {
 		sf.Next, sf.Admitted, sf.Sealed = sq.next.Load(), sq.admitted.Load(), sq.sealed.Load()
 		sf.Entrants, sf.Counters, sf.Spent = maps.Clone(sq.entrants), maps.Clone(sq.counters), maps.Clone(sq.spent)
 		sf.Suspects = maps.Clone(sq.suspects)
+		sf.Awaiting, sf.Invited = maps.Clone(sq.awaiting), slices.Clone(sq.invited)
 		for i := range sq.shards {
 			sh := &sq.shards[i]
 			sh.mu.Lock()
@@ -98,6 +104,13 @@ func LoadQueue(r io.Reader) (*Queue, error) {
 		if sf.Suspects != nil {
 			sq.suspects = sf.Suspects
 		}
+		if sf.Awaiting != nil {
+			sq.awaiting = sf.Awaiting
+		}
+		for _, u := range sf.Invited {
+			sq.invitedSet[u] = struct{}{}
+		}
+		sq.invited = sf.Invited
 		for i := 0; i < len(sf.Places); i += 4 {
 			k := userKey{sf.Places[i], sf.Places[i+1]}
 			sq.shards[k[0]%queueShards].places[k] = place{pos: int64(sf.Places[i+2]), arrival: int64(sf.Places[i+3])}

@@ -28,14 +28,16 @@ func (x statements) InsertSale(ctx context.Context, sale *flashsale.Sale, active
 			hold_seconds, per_user_limit, fairness, registration_closes_at,
 			admission_per_second, min_account_age_seconds, challenge_bits, shards,
 			state, pause_reason, paused_at, epoch, seed_commitment, version,
-			created_at, updated_at, require_instrument, display)
+			created_at, updated_at, require_instrument, display,
+			notified_admission_seconds)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-			$16, $17, $18, $19, $20, $21, $22, $23, $24, $25)`,
+			$16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`,
 		sale.ID, sale.SKU, activeSKU, sale.Name, sale.InitialStock, sale.OpensAt, nullTime(sale.ClosesAt),
 		sale.HoldSeconds, sale.PerUserLimit, string(sale.Fairness), nullTime(sale.RegistrationClosesAt),
 		sale.AdmissionPerSecond, sale.MinAccountAgeSeconds, sale.ChallengeBits, sale.Shards,
 		string(sale.State), sale.PauseReason, nullTime(sale.PausedAt), sale.Epoch, sale.SeedCommitment, sale.Version,
-		sale.CreatedAt, sale.UpdatedAt, sale.RequireInstrument, sale.Display)
+		sale.CreatedAt, sale.UpdatedAt, sale.RequireInstrument, sale.Display,
+		sale.NotifiedAdmissionSeconds)
 	if pgErr, ok := uniqueViolation(err); ok {
 		if pgErr.ConstraintName == "sale_events_active_sku_key" {
 			return flashsale.ErrSaleExists
@@ -75,14 +77,16 @@ func (x statements) UpdateSale(ctx context.Context, sale *flashsale.Sale, versio
 			min_account_age_seconds = $9, challenge_bits = $10,
 			seed_commitment = $11,
 			version = version + 1, updated_at = $12,
-			require_instrument = $13, display = $14
+			require_instrument = $13, display = $14,
+			notified_admission_seconds = $15
 		WHERE sale_id = $1 AND version = $2
 		RETURNING `+record.SaleColumns,
 		sale.ID, version,
 		sale.Name, sale.InitialStock, nullTime(sale.ClosesAt), sale.HoldSeconds,
 		sale.PerUserLimit, sale.AdmissionPerSecond,
 		sale.MinAccountAgeSeconds, sale.ChallengeBits,
-		sale.SeedCommitment, at, sale.RequireInstrument, sale.Display)
+		sale.SeedCommitment, at, sale.RequireInstrument, sale.Display,
+		sale.NotifiedAdmissionSeconds)
 }
 
 func (x statements) SaleExists(ctx context.Context, id string) (bool, error) {

@@ -83,6 +83,33 @@ type Statements interface {
 	OrderStatements
 	OutboxStatements
 	DrawStatements
+	InviteStatements
+}
+
+// InviteStatements are the statements on invite codes.
+type InviteStatements interface {
+	// InsertInvites inserts the hashes as the sale's unredeemed codes,
+	// issued by by at at. Errors: flashsale.ErrDuplicate (a hash exists).
+	InsertInvites(ctx context.Context, saleID string, hashes []string, by string, at time.Time) error
+
+	// BindInvite binds the sale's code with the hash to userID at at (an
+	// earlier redeemed_at kept) if it is unbound or already bound to
+	// userID; it returns (redeemed_at). Errors: flashsale.ErrDuplicate
+	// (the account holds another code of the sale:
+	// invites_one_per_account).
+	BindInvite(ctx context.Context, saleID, hash, userID string, at time.Time) Row
+
+	// Invite returns the code with the hash: (sale_id, redeemed_by).
+	Invite(ctx context.Context, hash string) Row
+
+	// InviteOf returns the sale's code bound to userID: (code_hash,
+	// redeemed_at).
+	InviteOf(ctx context.Context, saleID, userID string) Row
+
+	// InviteCounts returns (issued, redeemed, won) of the sale's codes,
+	// won counting those redeemed by an account with a pending or
+	// confirmed reservation of the sale.
+	InviteCounts(ctx context.Context, saleID string) Row
 }
 
 // SaleStatements are the statements on sale_events (and the sale's draw
@@ -113,7 +140,7 @@ type SaleStatements interface {
 	// UpdateSale writes the sale's editable fields (Name, InitialStock,
 	// ClosesAt, HoldSeconds, PerUserLimit, AdmissionPerSecond,
 	// MinAccountAgeSeconds, ChallengeBits, SeedCommitment,
-	// RequireInstrument, Display), version+1 and updated_at at, if the sale
+	// RequireInstrument, Display, NotifiedAdmissionSeconds), version+1 and updated_at at, if the sale
 	// is at version; it returns the row as written (SaleColumns).
 	UpdateSale(ctx context.Context, sale *flashsale.Sale, version int64, at time.Time) Row
 

@@ -17,7 +17,8 @@ const (
 	hold_seconds, per_user_limit, fairness, registration_closes_at,
 	admission_per_second, min_account_age_seconds, challenge_bits, shards,
 	state, pause_reason, paused_at, epoch, seed_commitment, version,
-	created_at, updated_at, require_instrument, display`
+	created_at, updated_at, require_instrument, display,
+	notified_admission_seconds`
 
 	// ReservationColumns is a reservation: r is its reservations row (or a
 	// CTE named r), s its sale and o its order, as ReservationJoins
@@ -58,7 +59,8 @@ func (s *Store) scanSale(row Row) (*flashsale.Sale, error) {
 		&sale.HoldSeconds, &sale.PerUserLimit, &fairness, t(&sale.RegistrationClosesAt),
 		&sale.AdmissionPerSecond, &sale.MinAccountAgeSeconds, &sale.ChallengeBits, &sale.Shards,
 		&state, &sale.PauseReason, t(&sale.PausedAt), &sale.Epoch, &sale.SeedCommitment, &sale.Version,
-		t(&sale.CreatedAt), t(&sale.UpdatedAt), &sale.RequireInstrument, &sale.Display)
+		t(&sale.CreatedAt), t(&sale.UpdatedAt), &sale.RequireInstrument, &sale.Display,
+		&sale.NotifiedAdmissionSeconds)
 	if err != nil {
 		return nil, err
 	}

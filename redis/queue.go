@@ -235,12 +235,68 @@ func (q *Queue) Suspects(ctx context.Context, saleID string) (map[string]string,
 	return q.client.Do(ctx, q.client.B().Hgetall().Key(q.key(saleID, "suspects")).Build()).AsStrMap()
 }
 
+// Raise raises one of the sale's named counters to to if it is lower, in
+// one script (admitScript's), so that servers moving it race safely.
+func (q *Queue) Raise(ctx context.Context, saleID, counter string, to int64) (int64, error) {
+	return admitScript.Exec(ctx, q.client, []string{q.key(saleID, "ctr:"+counter)},
+		[]string{strconv.FormatInt(to, 10)}).AsInt64()
+}
+
+// awaitInvitedScript: KEYS[1] the set of invited shoppers noted, KEYS[2]
+// their list in order; ARGV[1] the user. Appends a user once.
+var awaitInvitedScript = rueidis.NewLuaScript(`
+if redis.call('SADD', KEYS[1], ARGV[1]) == 1 then redis.call('RPUSH', KEYS[2], ARGV[1]) end
+return 0
+`)
+
+// Await notes that the shopper at position waits for its turn: a hash of
+// place to user, or, for a negative position (waitroom.Invited), the list
+// of invited shoppers.
+func (q *Queue) Await(ctx context.Context, saleID, userID string, position int64) error {
+	if position > 0 {
+		return q.client.Do(ctx, q.client.B().Hset().Key(q.key(saleID, "awaiting")).FieldValue().
+			FieldValue(strconv.FormatInt(position, 10), userID).Build()).Error()
+	}
+	return awaitInvitedScript.Exec(ctx, q.client,
+		[]string{q.key(saleID, "invited-set"), q.key(saleID, "invited")}, []string{userID}).Error()
+}
+
+// Awaiting returns the shoppers noted at places from+1 to to, in order,
+// with one HMGET.
+func (q *Queue) Awaiting(ctx context.Context, saleID string, from, to int64) ([]string, error) {
+	if to <= from {
+		return nil, nil
+	}
+	fields := make([]string, 0, to-from)
+	for p := from + 1; p <= to; p++ {
+		fields = append(fields, strconv.FormatInt(p, 10))
+	}
+	vals, err := q.client.Do(ctx, q.client.B().Hmget().Key(q.key(saleID, "awaiting")).Field(fields...).Build()).ToArray()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range vals {
+		if u, err := v.ToString(); err == nil {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// AwaitingInvited returns the invited shoppers noted, from the index from.
+func (q *Queue) AwaitingInvited(ctx context.Context, saleID string, from int64) ([]string, error) {
+	return q.client.Do(ctx, q.client.B().Lrange().Key(q.key(saleID, "invited")).Start(max(from, 0)).Stop(-1).Build()).AsStrSlice()
+}
+
 // Forget drops the sale's places, entrants and counters, keeping its
 // suspects. UNLINK, not DEL: a big sale's places are millions of hash
 // fields, which Redis then frees on a thread of its own instead of
 // stopping every other command while it does.
 func (q *Queue) Forget(ctx context.Context, saleID string) error {
 	keys := []string{q.key(saleID, "places"), q.key(saleID, "seq"), q.key(saleID, "entrants"), q.key(saleID, "sealed"),
-		q.key(saleID, "admitted"), q.key(saleID, "ctr:claims"), q.key(saleID, "ctr:attempts")}
+		q.key(saleID, "admitted"), q.key(saleID, "ctr:claims"), q.key(saleID, "ctr:attempts"),
+		q.key(saleID, "awaiting"), q.key(saleID, "invited"), q.key(saleID, "invited-set"),
+		q.key(saleID, "ctr:turns"), q.key(saleID, "ctr:turns-invited"), q.key(saleID, "ctr:turns-drawn")}
 	return q.client.Do(ctx, q.client.B().Unlink().Key(keys...).Build()).Error()
 }

@@ -129,6 +129,15 @@ func (c *httpClient) ticket(ctx context.Context, who persona, sh *shopper) reply
 	return reply{ticket: t.Token, position: t.Position, retryAfter: t.RetryAfter, records: -1}
 }
 
+// redeem goes to the origin: a code is bound in the record.
+func (c *httpClient) redeem(ctx context.Context, who persona, sh *shopper, code string) reply {
+	t, err := c.api.Shopper(c.jwt(who, sh)).Redeem(ctx, c.sku, code)
+	if err != nil {
+		return failed(err)
+	}
+	return reply{ticket: t.Token, position: t.Position, retryAfter: t.RetryAfter, records: -1}
+}
+
 // status polls as the page does: the ticket in X-Ticket (out of the URL,
 // which logs keep) and the shopper's JWT, so the poll counts as its own.
 func (c *httpClient) status(ctx context.Context, who persona, sh *shopper, ticket string) reply {
@@ -274,6 +283,17 @@ func runHTTP(ctx context.Context, cfg Config) (*Report, error) {
 	c.sku = r.sku
 	if err := adm.createSale(ctx, r.saleSpec()); err != nil {
 		return nil, fmt.Errorf("create the sale: %w", err)
+	}
+	if cfg.Invited > 0 {
+		var codes []string
+		for len(codes) < cfg.Invited {
+			batch, err := adm.IssueInvites(ctx, r.sku, min(cfg.Invited-len(codes), flashsale.MaxInvites))
+			if err != nil {
+				return nil, fmt.Errorf("issue the invites: %w", err)
+			}
+			codes = append(codes, batch...)
+		}
+		r.invite(codes)
 	}
 	// The probe counts its rounds while the crowd arrives apart as well:
 	// the rush, the busiest seconds of the sale.
@@ -506,6 +526,9 @@ func (d *httpDriver) figures(ctx context.Context) (storeFigures, error) {
 		Cancelled: v.Cancelled, Voided: v.Voided}
 	if v.Counter != nil {
 		f.Counter = *v.Counter
+	}
+	if v.Invites != nil {
+		f.InvitesIssued, f.InvitesRedeemed, f.InvitesWon = v.Invites.Issued, v.Invites.Redeemed, v.Invites.Won
 	}
 	orders, err := d.adm.Orders(ctx, d.sku)
 	if err != nil {

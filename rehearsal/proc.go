@@ -75,6 +75,15 @@ func (c *procClient) ticket(ctx context.Context, who persona, _ *shopper) reply 
 	return reply{ticket: t.Token, position: t.Position, retryAfter: t.RetryAfter, records: req.Calls()}
 }
 
+func (c *procClient) redeem(ctx context.Context, who persona, _ *shopper, code string) reply {
+	ctx, req := c.ctx(ctx)
+	t, err := c.e.Room.Redeem(ctx, c.sku, who.user, who.created, code)
+	if err != nil {
+		return fail(err, req)
+	}
+	return reply{ticket: t.Token, position: t.Position, retryAfter: t.RetryAfter, records: req.Calls()}
+}
+
 func (c *procClient) status(ctx context.Context, who persona, _ *shopper, ticket string) reply {
 	ctx, req := c.ctx(ctx)
 	st, err := c.e.Room.StatusFor(ctx, c.sku, ticket, who.user)
@@ -230,6 +239,18 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	c.sale = sale
 	defer func() { _ = e.Gate.Drop(context.WithoutCancel(ctx), sale.ID) }()
+	if cfg.Invited > 0 {
+		codes := make([]string, cfg.Invited)
+		hashes := make([]string, cfg.Invited)
+		for i := range codes {
+			codes[i] = flashsale.NewInviteCode()
+			hashes[i] = flashsale.InviteHash(codes[i])
+		}
+		if err := e.Background.IssueInvites(ctx, sale, hashes, "rehearsal", clock.Now()); err != nil {
+			return nil, fmt.Errorf("issue the invites: %w", err)
+		}
+		r.invite(codes)
+	}
 
 	var quiet *quietProbe
 	if cfg.Quiet {
@@ -669,6 +690,11 @@ func figuresOf(e *engine.Engine, sale *flashsale.Sale) func(context.Context) (st
 				f.BotUnits += int64(o.Quantity)
 			}
 		}
+		inv, err := e.Store.InviteCounts(ctx, sale.ID)
+		if err != nil {
+			return f, err
+		}
+		f.InvitesIssued, f.InvitesRedeemed, f.InvitesWon = inv.Issued, inv.Redeemed, inv.Won
 		f.RecordCalls, f.BackgroundRecordCalls = e.RecordCalls()
 		held, err := e.Queue.Suspects(ctx, sale.ID)
 		if err != nil {

@@ -63,6 +63,11 @@ type Config struct {
 	// BotsPerCard is how many bot accounts share one payment instrument
 	// (default 10).
 	BotsPerCard int
+	// Invited is how many people of the crowd (never bots) hold an invite
+	// code the operator issued for the sale: they redeem it (POST
+	// /sale/{sku}/redeem) instead of taking a ticket, and are admitted
+	// ahead of the line.
+	Invited int
 
 	// The sale: fairness policy (default fifo), hold (default 60s), the
 	// admission ceiling (default a quarter of the units a second, at least
@@ -117,6 +122,8 @@ func (c *Config) defaults() error {
 		return errors.New("--users must be positive")
 	case c.Units <= 0:
 		return errors.New("--units must be positive")
+	case c.Invited < 0 || c.Invited > c.Users:
+		return errors.New("--invited must be from 0 to --users")
 	case c.Bots < 0 || c.Bots > 1 || c.PayFail < 0 || c.Abandon < 0 || c.PayLate < 0 || c.PayFail+c.Abandon+c.PayLate > 1:
 		return errors.New("--bots, --pay-fail, --abandon and --pay-late are shares from 0 to 1 (the last three together at most 1)")
 	}
@@ -239,6 +246,8 @@ type persona struct {
 type client interface {
 	register(ctx context.Context, who persona, sh *shopper) reply
 	ticket(ctx context.Context, who persona, sh *shopper) reply
+	// redeem redeems an invite code for a ticket ahead of the line.
+	redeem(ctx context.Context, who persona, sh *shopper, code string) reply
 	// status and admission carry the shopper's sign-in as the page does,
 	// so that what the room counts towards the automation hold is the
 	// shopper's own (a copy of a ticket holds no one).
@@ -290,6 +299,9 @@ type run struct {
 	// crowdGone is the stock when the last shopper was done, set once by
 	// the driver (nil until then).
 	crowdGone *StockAt
+	// invites are the invited shoppers' codes, by shopper; set before the
+	// crowd arrives, read only after.
+	invites map[int]string
 }
 
 func newRun(cfg Config, c client, opensAt time.Time) *run {
@@ -312,6 +324,16 @@ func newRun(cfg Config, c client, opensAt time.Time) *run {
 		}
 	}
 	return r
+}
+
+// invite hands the codes to the first people of the crowd, one each.
+func (r *run) invite(codes []string) {
+	r.invites = make(map[int]string, len(codes))
+	for i := 0; i < len(r.shoppers) && len(r.invites) < len(codes); i++ {
+		if !r.shoppers[i].bot {
+			r.invites[i] = codes[len(r.invites)]
+		}
+	}
 }
 
 // mix is a stateless hash of the run's seed, a shopper and a purpose: each
@@ -462,7 +484,12 @@ func (r *run) step(ctx context.Context, i int, now time.Time) time.Time {
 		return r.step(ctx, i, now)
 	case phTicket:
 		who := r.who(i)
-		rep := r.call(routeTicket, func() reply { return r.client.ticket(ctx, who, sh) })
+		rep := r.call(routeTicket, func() reply {
+			if code, ok := r.invites[i]; ok {
+				return r.client.redeem(ctx, who, sh, code)
+			}
+			return r.client.ticket(ctx, who, sh)
+		})
 		switch rep.code {
 		case "":
 			sh.ticket, sh.phase = r.tickets.put(rep.ticket), phPoll

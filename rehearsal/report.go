@@ -22,6 +22,10 @@ type storeFigures struct {
 	// automation (in process): people among them are false positives.
 	HeldBots, HeldPeople int64
 	HeldKnown            bool
+	// InvitesIssued, InvitesRedeemed and InvitesWon count the sale's
+	// invite codes: issued, redeemed, and redeemed by an account that
+	// holds or bought units (--invited).
+	InvitesIssued, InvitesRedeemed, InvitesWon int64
 	// RecordCalls counts every call to the record in the run (in process);
 	// BackgroundRecordCalls those of the background services.
 	RecordCalls, BackgroundRecordCalls int64
@@ -386,6 +390,10 @@ func (rep *Report) WriteText(w io.Writer) {
 	if c.Bots > 0 {
 		fmt.Fprintf(w, "  bots: %.1f%% of the crowd, %.1f%% of the units sold (%d units)\n",
 			rep.BotPopulationShare*100, rep.BotUnitShare*100, s.BotUnits)
+	}
+	if s.InvitesIssued > 0 {
+		fmt.Fprintf(w, "  invited: %s codes issued, %s redeemed, %s won (their accounts hold or bought units)\n",
+			thousands(s.InvitesIssued), thousands(s.InvitesRedeemed), thousands(s.InvitesWon))
 	}
 	if s.HeldKnown {
 		fmt.Fprintf(w, "  held as automation: %s bots, %s people\n", thousands(s.HeldBots), thousands(s.HeldPeople))

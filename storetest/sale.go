@@ -24,6 +24,7 @@ func testSaleCreateAndRead(e *env) {
 	s.MinAccountAgeSeconds = 86400
 	s.ChallengeBits = 12
 	s.RequireInstrument = true
+	s.NotifiedAdmissionSeconds = 900
 	s.Shards = 4
 	s.Display = flashsale.Display{Title: "Air « Rouge » — ¥19,800 ✓", Description: "Two lines.\nThe second.",
 		ImageURL: "https://cdn.example.com/red.png?w=800&h=800", PriceText: "199,00\u202f€", ShopURL: "https://shop.example.com/",
@@ -213,6 +214,7 @@ func testUpdateSale(e *env) {
 	edit.MinAccountAgeSeconds = 60
 	edit.ChallengeBits = 4
 	edit.RequireInstrument = true
+	edit.NotifiedAdmissionSeconds = 600
 	edit.SeedCommitment = "feed"
 	edit.Display = flashsale.Display{Title: "Renamed drop", BrandColor: "#112233"}
 	// Not editable: UpdateSale must leave these as recorded.
@@ -236,6 +238,7 @@ func testUpdateSale(e *env) {
 	want.HoldSeconds, want.PerUserLimit, want.AdmissionPerSecond = 120, 3, 7
 	want.MinAccountAgeSeconds, want.ChallengeBits, want.SeedCommitment = 60, 4, "feed"
 	want.RequireInstrument = true
+	want.NotifiedAdmissionSeconds = 600
 	want.Display = flashsale.Display{Title: "Renamed drop", BrandColor: "#112233"}
 	want.Version, want.UpdatedAt = 2, edit.UpdatedAt
 	got, err := e.store.Sale(e.ctx, s.ID)

@@ -101,6 +101,11 @@ func Exercise(t *testing.T, newStore func(t *testing.T) flashsale.Store, faults 
 		{"Events/Append", testAppendEvents},
 		{"Events/RollBackWithTheChange", testEventsRollBackWithTheChange},
 
+		{"Invite/IssueAndRedeem", testInviteIssueAndRedeem},
+		{"Invite/OnePerAccount", testInviteOnePerAccount},
+		{"Invite/Counts", testInviteCounts},
+		{"Concurrent/RedeemOnce", testConcurrentRedeem},
+
 		{"Outbox/ClaimOrderAndLimit", testClaimOrderAndLimit},
 		{"Outbox/LeaseAndFencing", testClaimLeaseAndFencing},
 		{"Outbox/RetryBuryReplay", testRetryBuryReplay},

@@ -53,6 +53,22 @@ type Queue interface {
 	Flag(ctx context.Context, saleID, userID, reason string) error
 	Suspects(ctx context.Context, saleID string) (map[string]string, error)
 
+	// Raise raises one of the sale's named counters to to if it is lower
+	// (never lowers it) and returns its value: a cursor that several
+	// servers may move, each only forward.
+	Raise(ctx context.Context, saleID, counter string, to int64) (int64, error)
+
+	// Await notes that the shopper at position waits to be told of its
+	// turn (a sale that notifies turns): a place Join or a draw gave, or
+	// Invited. Repeating it is harmless.
+	Await(ctx context.Context, saleID, userID string, position int64) error
+	// Awaiting returns the shoppers noted at places from+1 to to, in
+	// place order; places nobody was noted at are left out.
+	Awaiting(ctx context.Context, saleID string, from, to int64) ([]string, error)
+	// AwaitingInvited returns the invited shoppers noted, in the order
+	// they were first noted, from the index from (0 for all).
+	AwaitingInvited(ctx context.Context, saleID string, from int64) ([]string, error)
+
 	// Forget drops a sale's places, entrants and counters, once the sale
 	// is over (see control.Retirer): millions of places a big sale, that
 	// nothing reads after it closes. Its suspects stay, for the review
@@ -66,4 +82,10 @@ const (
 	CounterClaims = "claims"
 	// CounterAttempts counts reserves the gate decided.
 	CounterAttempts = "attempts"
+	// CounterTurns is the last place whose turn was notified, and
+	// CounterInvitedTurns how many invited shoppers' turns were (Turns).
+	CounterTurns        = "turns"
+	CounterInvitedTurns = "turns-invited"
+	// CounterDrawnTurns is 1 once a drawn sale's entrants were noted.
+	CounterDrawnTurns = "turns-drawn"
 )

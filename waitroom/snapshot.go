@@ -81,8 +81,11 @@ type SaleInfo struct {
 	MinAccountAgeSeconds int                 `json:"minAccountAgeSeconds"`
 	ChallengeBits        int                 `json:"challengeBits"`
 	RequireInstrument    bool                `json:"requireInstrument,omitempty"`
-	SeedCommitment       string              `json:"seedCommitment,omitempty"`
-	Epoch                int64               `json:"epoch"`
+	// NotifiedAdmissionSeconds travels to the edges, which hand out the
+	// admissions it lengthens.
+	NotifiedAdmissionSeconds int    `json:"notifiedAdmissionSeconds,omitempty"`
+	SeedCommitment           string `json:"seedCommitment,omitempty"`
+	Epoch                    int64  `json:"epoch"`
 	// Display travels to the edges with the sale, so that their GET
 	// /sale/{sku} publishes it too.
 	Display flashsale.Display `json:"display"`
@@ -96,6 +99,7 @@ func InfoOf(s *flashsale.Sale) SaleInfo {
 		Fairness: s.Fairness, RegistrationClosesAt: s.RegistrationClosesAt, AdmissionPerSecond: s.AdmissionPerSecond,
 		MinAccountAgeSeconds: s.MinAccountAgeSeconds, ChallengeBits: s.ChallengeBits, SeedCommitment: s.SeedCommitment,
 		Epoch: s.Epoch, RequireInstrument: s.RequireInstrument, Display: s.Display,
+		NotifiedAdmissionSeconds: s.NotifiedAdmissionSeconds,
 	}
 }
 
@@ -108,6 +112,7 @@ func (i SaleInfo) Sale() *flashsale.Sale {
 		Fairness: i.Fairness, RegistrationClosesAt: i.RegistrationClosesAt, AdmissionPerSecond: i.AdmissionPerSecond,
 		MinAccountAgeSeconds: i.MinAccountAgeSeconds, ChallengeBits: i.ChallengeBits, SeedCommitment: i.SeedCommitment,
 		Epoch: i.Epoch, RequireInstrument: i.RequireInstrument, Display: i.Display,
+		NotifiedAdmissionSeconds: i.NotifiedAdmissionSeconds,
 	}
 }
 

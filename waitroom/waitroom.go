@@ -52,6 +52,16 @@ type Config struct {
 	// FailLimit is how many failed challenge answers mark a shopper as
 	// automation (default 20).
 	FailLimit int
+	// Invites binds invite codes (the record, at the origin); nil at an
+	// edge, which has no record and takes no code.
+	Invites interface {
+		RedeemInvite(ctx context.Context, sale *flashsale.Sale, hash, userID string, at time.Time) (*flashsale.Invite, error)
+	}
+	// RedeemLimit is how many invite redemptions one account may ask of
+	// a sale in an hour, on this server (default 20): a shopper redeems
+	// once or twice, and a guesser of codes, who would cost the record a
+	// lookup per guess, is told 429 rate_limited without one.
+	RedeemLimit int
 	// PlaceCache is how many given places the room remembers, to answer a
 	// shopper asking again without a call to the queue (default 1<<19,
 	// about 200 bytes each; negative: none).
@@ -71,6 +81,7 @@ type Room struct {
 	// 429, and hold no one (see StatusFor).
 	polls, anonPolls *window.Pace
 	fails, anonFails *window.Counter
+	redeems          *window.Counter
 	places           *places
 }
 
@@ -94,12 +105,15 @@ func New(cfg Config) *Room {
 	if cfg.FailLimit <= 0 {
 		cfg.FailLimit = 20
 	}
+	if cfg.RedeemLimit <= 0 {
+		cfg.RedeemLimit = 20
+	}
 	if cfg.PlaceCache == 0 {
 		cfg.PlaceCache = 1 << 19
 	}
 	return &Room{cfg: cfg, claims: map[string]*claimSet{}, places: newPlaces(cfg.PlaceCache),
 		polls: window.NewPace(cfg.PollWindow), fails: window.New(time.Hour),
-		anonPolls: window.NewPace(cfg.PollWindow), anonFails: window.New(time.Hour)}
+		anonPolls: window.NewPace(cfg.PollWindow), anonFails: window.New(time.Hour), redeems: window.New(time.Hour)}
 }
 
 // AutomationPolicy is the published policy on suspected automation, given
@@ -132,6 +146,9 @@ const (
 	// NotSelected: a lottery shopper the draw did not select (or who did
 	// not register).
 	NotSelected int64 = -1
+	// Invited: a shopper who redeemed an invite code, ahead of the line:
+	// admitted at the open, or at once when open, whatever the pacing.
+	Invited int64 = -2
 )
 
 // Chances a waiting shopper is told, from the stock left and the places
@@ -254,6 +271,7 @@ func (r *Room) Ticket(ctx context.Context, sku, userID string, accountCreated ti
 	if err != nil {
 		return Ticket{}, err
 	}
+	r.await(ctx, snap, userID, pl.position)
 	tk := r.cfg.Tokens.SignTicket(token.Ticket{UserID: userID, SaleID: snap.Sale.ID, Arrival: pl.arrivalTime(),
 		Position: pl.position, AccountCreated: accountCreated})
 	ahead, wait := r.ahead(snap, pl.position, now)
@@ -537,15 +555,21 @@ func (r *Room) difficulty(snap *Snapshot, t token.Ticket, now time.Time) int {
 
 // admit issues the shopper's admission token.
 func (r *Room) admit(ctx context.Context, snap *Snapshot, t token.Ticket, now time.Time, st Status) Status {
-	r.claim(ctx, snap.Sale.ID, t.Position, snap)
+	r.claim(ctx, snap.Sale.ID, claimKey(t), snap)
+	ttl := r.cfg.AdmissionTTL
+	if n := snap.Sale.NotifiedAdmissionSeconds; n > 0 {
+		// The shopper may have left the page and been told of its turn
+		// (shopper.turn): the admission lasts long enough to come back.
+		ttl = time.Duration(n) * time.Second
+	}
 	adm := token.Admission{
 		UserID:  t.UserID,
 		SaleID:  snap.Sale.ID,
 		ID:      token.AdmissionID(snap.Sale.ID, t.UserID),
-		Expires: now.Add(r.cfg.AdmissionTTL),
+		Expires: now.Add(ttl),
 		Epoch:   snap.Epoch,
 	}
-	st.State, st.AdmissionToken, st.ExpiresIn = StateAdmitted, r.cfg.Tokens.SignAdmission(adm), r.cfg.AdmissionTTL
+	st.State, st.AdmissionToken, st.ExpiresIn = StateAdmitted, r.cfg.Tokens.SignAdmission(adm), ttl
 	st.Challenge = nil
 	return st
 }
@@ -650,6 +674,13 @@ func (r *Room) ahead(snap *Snapshot, position int64, now time.Time) (int64, time
 	var untilOpen time.Duration
 	if now.Before(sale.OpensAt) {
 		untilOpen = sale.OpensAt.Sub(now)
+	}
+	if position == Invited {
+		// At the front of the line until the open, then admitted.
+		if untilOpen > 0 {
+			return 1, untilOpen
+		}
+		return 0, 0
 	}
 	if position <= 0 {
 		return 0, untilOpen

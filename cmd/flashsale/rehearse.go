@@ -40,6 +40,7 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 	fs.StringVar(&cfg.InstrumentClaim, "instrument-claim", getenv("FLASHSALE_INSTRUMENT_CLAIM"), "the JWT claim the target reads the payment instrument from (its --instrument-claim; empty: pmf)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 256, "requests in flight against the target")
 	fs.Float64Var(&cfg.Bots, "bots", 0, "share of the crowd that is automation (0 to 1)")
+	fs.IntVar(&cfg.Invited, "invited", 0, "people of the crowd who hold an invite code and redeem it instead of taking a ticket")
 	fs.Float64Var(&cfg.PayFail, "pay-fail", 0.05, "share of winners whose payment fails (they cancel)")
 	fs.Float64Var(&cfg.Abandon, "abandon", 0.05, "share of winners who walk away (their holds expire)")
 	fs.Float64Var(&cfg.PayLate, "pay-late", 0.02, "share of winners who pay after the hold expired")

@@ -30,6 +30,8 @@ const saleUsage = `Usage:
                                         cancels those the published policy cancels
   flashsale sale counter-log SKU [--limit N] [-o table|json]
                                         the gate's log of counter changes
+  flashsale sale invites SKU --count N [-o table|json]
+                                        issues N single-use invite codes
 
 Every subcommand takes --server (FLASHSALE_SERVER, default http://127.0.0.1:8080)
 and --admin-token (FLASHSALE_ADMIN_TOKEN); "flashsale sale SUBCOMMAND --help"
@@ -57,6 +59,10 @@ var saleCommands = map[string]command{
 		about: "Lists the orders that match automation patterns; --cancel cancels those the published policy cancels."},
 	"counter-log": {name: "sale counter-log", args: "SKU [--limit N] [-o table|json]",
 		about: "Lists the gate's log of the counter's changes, newest first."},
+	"invites": {name: "sale invites", args: "SKU --count N [-o table|json]",
+		about: "Issues N single-use invite codes for the sale (1 to 10000), one a line. A shopper who redeems one\n" +
+			"(POST /sale/SKU/redeem) is admitted ahead of the line. The server keeps only their hashes: this is\n" +
+			"the one time they are shown, so keep the output. The sale's view counts them (invites)."},
 }
 
 // saleFields names the create and update flags after the API's fields,
@@ -65,7 +71,7 @@ var saleFields = apiFields{
 	"initialStock": "stock", "opensAt": "opens-at", "closesAt": "closes-at", "holdSeconds": "hold-seconds",
 	"perUserLimit": "per-user-limit", "fairness": "fairness", "registrationClosesAt": "registration-closes-at",
 	"admissionPerSecond": "rate", "minAccountAgeSeconds": "min-account-age", "challengeBits": "challenge-bits",
-	"shards": "shards", "sku": "sku", "name": "name",
+	"shards": "shards", "sku": "sku", "name": "name", "count": "count",
 }
 
 // saleCmd drives the operator routes of a running server.
@@ -142,6 +148,9 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 		limit = fs.Int("limit", 50, "how many of the newest entries")
 		output = outputFlag(fs)
 	case "list":
+		output = outputFlag(fs)
+	case "invites":
+		limit = fs.Int("count", 0, "how many codes to issue, 1 to 10000 (required)")
 		output = outputFlag(fs)
 	case "audit":
 		cancelOrders = fs.Bool("cancel", false, "cancel the orders the published policy cancels (their units return to stock)")
@@ -273,6 +282,23 @@ func saleCmd(ctx context.Context, args []string, getenv func(string) string, std
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%+d\t%d\t%s\t%s\n", e.Seq, stamp(e.At), e.Op, e.Delta, e.Counter, e.Source, e.ReservationID)
 		}
 		return tw.Flush()
+	case "invites":
+		if err := require(fs, "count"); err != nil {
+			return err
+		}
+		// Not repeated on a lost answer: that would issue another batch.
+		codes, err := cl.IssueInvites(ctx, s, *limit)
+		if err != nil {
+			return cl.fail(err)
+		}
+		if output.value == "json" {
+			return cl.printAnswer()
+		}
+		// One code a line and nothing else, for a mailing's script.
+		for _, c := range codes {
+			fmt.Fprintln(stdout, c)
+		}
+		return nil
 	case "audit":
 		if *cancelOrders {
 			return cl.print(cl.CancelAutomation(ctx, s))

@@ -11,6 +11,13 @@
 // without effect. A crash between the commit and the acknowledgement
 // redelivers the event, and the inbox drops it.
 //
+// It also shows the hand-off of "tell me when it's my turn": a shopper.turn
+// event (a sale with notifiedAdmissionSeconds) puts, in the same
+// transaction, one message in the table outgoing for the shop's e-mail or
+// push service to send, saying until when the shopper's admission lasts;
+// a second delivery of the event adds none. The sender (not shown) reads
+// outgoing, sends, and marks each row sent.
+//
 //	consumer --nats-url nats://127.0.0.1:4222 --inbox ./consumer.db
 //
 // Every flag can also be set as CONSUMER_<NAME> in the environment.
@@ -72,6 +79,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer in.Close()
 	if err := in.Exec(ctx, `CREATE TABLE IF NOT EXISTS tallies (type TEXT PRIMARY KEY, events INTEGER NOT NULL) STRICT`); err != nil {
+		return err
+	}
+	if err := in.Exec(ctx, outgoingSchema); err != nil {
 		return err
 	}
 
@@ -144,18 +154,52 @@ func handle(ctx context.Context, in *inbox.Inbox, msg js.Msg, stdout io.Writer) 
 	}
 	if applied {
 		fmt.Fprintf(stdout, "processed %s %s\n", env.ID, env.Type)
+		if env.Type == flashsale.EventShopperTurn {
+			fmt.Fprintf(stdout, "queued a message: %s\n", turnMessage(env))
+		}
 	} else {
 		fmt.Fprintf(stdout, "duplicate %s %s\n", env.ID, env.Type)
 	}
 }
 
-// Process applies an event's effect (a count per type) exactly once: it
-// reports false for an event the inbox has seen.
+// Process applies an event's effect (a count per type, and for
+// shopper.turn a message to send) exactly once: it reports false for an
+// event the inbox has seen.
 func Process(ctx context.Context, in *inbox.Inbox, env flashsale.Envelope) (bool, error) {
 	return in.Process(ctx, env.ID, string(env.Type), func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			INSERT INTO tallies (type, events) VALUES (?1, 1)
 			ON CONFLICT (type) DO UPDATE SET events = events + 1`, string(env.Type))
+		if err != nil || env.Type != flashsale.EventShopperTurn {
+			return err
+		}
+		var d flashsale.TurnData
+		if err := json.Unmarshal(env.Data, &d); err != nil || d.UserID == "" {
+			return fmt.Errorf("shopper.turn %s: unreadable data: %v", env.ID, err)
+		}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO outgoing (event_id, user_id, sku, expires_at, message) VALUES (?1, ?2, ?3, ?4, ?5)`,
+			env.ID, d.UserID, env.SKU, d.AdmissionExpiresAt.UTC().Format(time.RFC3339), turnMessage(env))
 		return err
 	})
+}
+
+// outgoingSchema is the hand-off to the shop's e-mail or push service: one
+// row per message to send (sent_at set by the sender once sent).
+const outgoingSchema = `CREATE TABLE IF NOT EXISTS outgoing (
+	event_id   TEXT PRIMARY KEY,
+	user_id    TEXT NOT NULL,
+	sku        TEXT NOT NULL,
+	expires_at TEXT NOT NULL,
+	message    TEXT NOT NULL,
+	sent_at    TEXT NULL
+) STRICT`
+
+// turnMessage is what the shopper is told when its turn came: come back
+// to the sale's page before the admission lapses.
+func turnMessage(env flashsale.Envelope) string {
+	var d flashsale.TurnData
+	_ = json.Unmarshal(env.Data, &d)
+	return fmt.Sprintf("to %s: your turn for %s has come; come back before %s to buy",
+		d.UserID, env.SKU, d.AdmissionExpiresAt.UTC().Format("15:04 MST"))
 }

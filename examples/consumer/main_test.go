@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -153,5 +154,42 @@ func TestConsumerDeliverTwice(t *testing.T) {
 	}
 	if total != 20 {
 		t.Errorf("tallies count %d effects for 20 events delivered twice (and again after a restart), want 20", total)
+	}
+}
+
+// TestTurnHandOff: a shopper.turn event queues one message for the shop's
+// sender, saying until when the admission lasts, however often it is
+// delivered.
+func TestTurnHandOff(t *testing.T) {
+	in, err := inbox.Open(t.Context(), filepath.Join(t.TempDir(), "consumer.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if err := in.Exec(t.Context(), outgoingSchema); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Exec(t.Context(), `CREATE TABLE tallies (type TEXT PRIMARY KEY, events INTEGER NOT NULL) STRICT`); err != nil {
+		t.Fatal(err)
+	}
+	expires := t0.Add(15 * time.Minute)
+	ev := flashsale.ShopperTurnEvent("sale_1", "sneaker", "alice", t0, expires)
+	var env flashsale.Envelope
+	if err := json.Unmarshal(ev.Payload, &env); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{true, false} {
+		did, err := Process(t.Context(), in, env)
+		if err != nil || did != want {
+			t.Fatalf("delivery %d: applied %v, %v; want %v", i+1, did, err, want)
+		}
+	}
+	var n int
+	var user, sku, until, msg string
+	if err := in.QueryRow(t.Context(), `SELECT count(*), user_id, sku, expires_at, message FROM outgoing`).Scan(&n, &user, &sku, &until, &msg); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || user != "alice" || sku != "sneaker" || until != expires.Format(time.RFC3339) || !strings.Contains(msg, "10:15 UTC") {
+		t.Fatalf("outgoing: %d %s %s %s %q", n, user, sku, until, msg)
 	}
 }

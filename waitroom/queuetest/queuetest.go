@@ -37,6 +37,8 @@ func Exercise(t *testing.T, newQueue func(t *testing.T) waitroom.Queue) {
 		{"SpendOnce", testSpendOnce},
 		{"Suspects", testSuspects},
 		{"Forget", testForget},
+		{"RaiseNeverLowers", testRaise},
+		{"Await", testAwait},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -328,5 +330,74 @@ func testForget(t *testing.T, q waitroom.Queue, sale string) {
 	}
 	if _, err := q.Enter(ctx, sale, "dan", t0); err != nil {
 		t.Fatalf("enter after Forget: %v", err)
+	}
+}
+
+// testRaise: a cursor raised by many at once ends at the highest, and is
+// never lowered.
+func testRaise(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for i := int64(1); i <= 40; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := q.Raise(ctx, sale, waitroom.CounterTurns, i); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if n, err := q.Raise(ctx, sale, waitroom.CounterTurns, 3); err != nil || n != 40 {
+		t.Fatalf("Raise to 3 after 40: %d %v; want 40", n, err)
+	}
+	if n, _ := q.Counter(ctx, sale, waitroom.CounterTurns); n != 40 {
+		t.Fatalf("turns %d, want 40", n)
+	}
+}
+
+// testAwait: shoppers noted at their places come back in place order, a
+// range at a time; invited shoppers in the order first noted, once each;
+// Forget drops them.
+func testAwait(t *testing.T, q waitroom.Queue, sale string) {
+	ctx := context.Background()
+	for _, a := range []struct {
+		user string
+		pos  int64
+	}{{"cat", 3}, {"ann", 1}, {"dan", 5}, {"ann", 1}} {
+		if err := q.Await(ctx, sale, a.user, a.pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, u := range []string{"vip-1", "vip-2", "vip-1"} {
+		if err := q.Await(ctx, sale, u, waitroom.Invited); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := q.Awaiting(ctx, sale, 0, 4); err != nil || fmt.Sprint(got) != "[ann cat]" {
+		t.Fatalf("Awaiting(0, 4) = %v %v; want [ann cat]", got, err)
+	}
+	if got, err := q.Awaiting(ctx, sale, 4, 9); err != nil || fmt.Sprint(got) != "[dan]" {
+		t.Fatalf("Awaiting(4, 9) = %v %v; want [dan]", got, err)
+	}
+	if got, err := q.Awaiting(ctx, sale, 5, 5); err != nil || len(got) != 0 {
+		t.Fatalf("Awaiting(5, 5) = %v %v; want none", got, err)
+	}
+	if got, err := q.AwaitingInvited(ctx, sale, 0); err != nil || fmt.Sprint(got) != "[vip-1 vip-2]" {
+		t.Fatalf("AwaitingInvited(0) = %v %v; want [vip-1 vip-2]", got, err)
+	}
+	if got, err := q.AwaitingInvited(ctx, sale, 1); err != nil || fmt.Sprint(got) != "[vip-2]" {
+		t.Fatalf("AwaitingInvited(1) = %v %v; want [vip-2]", got, err)
+	}
+	if got, err := q.AwaitingInvited(ctx, sale, 2); err != nil || len(got) != 0 {
+		t.Fatalf("AwaitingInvited(2) = %v %v; want none", got, err)
+	}
+	if err := q.Forget(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := q.Awaiting(ctx, sale, 0, 9)
+	inv, _ := q.AwaitingInvited(ctx, sale, 0)
+	if len(got)+len(inv) != 0 {
+		t.Fatalf("after Forget: awaiting %v, invited %v", got, inv)
 	}
 }

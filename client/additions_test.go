@@ -1,13 +1,9 @@
 package client_test
 
-// Tests of the client's calls for routes and fields other work of issue
-// 25 (and its neighbours) is adding to the server: invites and redeem, the
-// live stream, a sale's display, notifiedAdmissionSeconds and
-// requireInstrument. Each skips, saying so, while the server it runs
-// against does not have its route or field yet.
-//
-// TODO(lead): once those branches are merged, delete the skips (every
-// call of pending) so that these tests must pass.
+// Tests of the client's calls for the routes and fields the API gained
+// with the storefront work (issue 25) and its neighbours: invites and
+// redeem, the live stream, a sale's display, notifiedAdmissionSeconds and
+// requireInstrument.
 
 import (
 	"context"
@@ -15,28 +11,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale/client"
 )
-
-// pending skips t if err says the server lacks the route (404 or 405 for
-// a path whose sale exists) or refuses field as an unknown JSON field.
-func pending(t *testing.T, err error, what, field string) {
-	t.Helper()
-	var e *client.Error
-	if !errors.As(err, &e) {
-		return
-	}
-	switch {
-	case e.Code == client.CodeMethodNotAllowed,
-		e.Code == client.CodeNotFound && strings.Contains(e.Message, "No such route"),
-		field != "" && e.Code == client.CodeBadRequest && strings.Contains(e.Message, field):
-		t.Skipf("TODO(lead): %s is not on this server yet (%v); remove this skip once it is merged", what, err)
-	}
-}
 
 // TestInvitesAndRedeem: an operator issues codes; a shopper redeems one
 // for a place ahead of the line, harmlessly again; another account's use
@@ -104,7 +83,6 @@ func TestLive(t *testing.T) {
 		got = v
 		return errEnough
 	})
-	pending(t, err, "GET /admin/sales/{sku}/live", "")
 	if !errors.Is(err, errEnough) || got == nil || got.SKU != "live" || got.InitialStock != 10 {
 		t.Fatalf("live: %+v %v", got, err)
 	}
@@ -121,7 +99,6 @@ func TestSaleSettings(t *testing.T) {
 		ShopURL: "https://shop.example/after", BrandColor: "#112233"}
 	t.Run("display", func(t *testing.T) {
 		v, err := adm.CreateSale(ctx, client.NewSale{SKU: "shown", InitialStock: 1, OpensAt: start, Display: display})
-		pending(t, err, "a sale's display", "display")
 		if err != nil || v.Display == nil || *v.Display != *display {
 			t.Fatalf("created: %+v %v", v, err)
 		}
@@ -141,7 +118,6 @@ func TestSaleSettings(t *testing.T) {
 	})
 	t.Run("requireInstrument", func(t *testing.T) {
 		v, err := adm.CreateSale(ctx, client.NewSale{SKU: "carded", InitialStock: 1, OpensAt: start, RequireInstrument: true})
-		pending(t, err, "requireInstrument", "requireInstrument")
 		if err != nil || !v.RequireInstrument {
 			t.Fatalf("created: %+v %v", v, err)
 		}

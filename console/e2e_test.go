@@ -230,6 +230,7 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	if err := s.eng.Warmer.WarmOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	s.must(201, "POST", "/admin/sales/sneakers/invites", nil, map[string]any{"count": 5})
 
 	// Sign in: the token is asked for, a wrong one refused.
 	op := b.open("phone", s.srv.URL+"/admin/", 390, 844, 2, true)
@@ -255,6 +256,7 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	op.do(chromedpClick(`#sales-list a[href="#/sale/sneakers"]`))
 	op.waitView("sale")
 	op.waitTrue(`document.getElementById('f-left').innerText === '60'`, "60 units left")
+	op.waitTrue(`document.getElementById('health').innerText.includes('0 of 5 redeemed')`, "the invite codes counted")
 	// What the console reads out, kept as it changes.
 	op.eval(`window.said = []; for (const id of ['announce', 'alarm']) new MutationObserver(() => {
 		const t = document.getElementById(id).innerText; if (t) window.said.push(t) }).observe(document.getElementById(id),

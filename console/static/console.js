@@ -460,6 +460,15 @@ function renderHealth(d, now) {
     items.push(['Outbox', 'not read', '', '']);
   }
   items.push(['Held as automation', thousands(d.heldAsAutomation || 0), '', '']);
+  if (d.invites) {
+    const i = d.invites;
+    items.push(['Invite codes', `${thousands(i.redeemed)} of ${thousands(i.issued)} redeemed`, '',
+      `${thousands(i.won)} invited shoppers hold or bought a unit. Issue more: flashsale sale invites ${d.sku} --count N.`]);
+  }
+  if (d.notifiedAdmissionSeconds > 0) {
+    items.push(['Turn notifications', 'on', '',
+      `shopper.turn goes out through the outbox when a turn comes; the admission then lasts ${span(d.notifiedAdmissionSeconds)}.`]);
+  }
   health(items);
 }
 

@@ -121,10 +121,6 @@ type sale struct {
 	filterEntries, filterRebuildAt int
 
 	audit auditLog
-
-	// comb holds reserves waiting for whoever holds mu to decide them
-	// (see decide). It is last, away from the lines above.
-	comb combiner
 }
 
 func newSale(auditLimit int) *sale {
@@ -210,11 +206,12 @@ func (s *sale) reserve(r *flashsale.GateReserve) (out flashsale.GateOutcome, ret
 		AdmissionID:    r.AdmissionID,
 		CreatedAt:      r.Now,
 	}
-	d := s.decide(&h, r.Epoch, &hs)
-	if d.retry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead {
 		return out, true, nil
 	}
-	out, err = d.outcome(&h)
+	out, err = s.reserveLocked(r, &hs, &h)
 	return out, false, err
 }
 
@@ -240,7 +237,7 @@ func (s *sale) quickReserve(r *flashsale.GateReserve, hIdem, hAdm uint64) (out f
 		switch {
 		case flags&(flagPaused|flagDrift) != 0:
 			// Drift answers as a pause, before the epoch and the stock:
-			// the locked path's order (see decideLocked).
+			// the locked path's order (see reserveLocked).
 			out.Verdict = flashsale.VerdictPaused
 		case r.Epoch != out.Epoch:
 			out.Verdict = flashsale.VerdictStaleEpoch
@@ -258,55 +255,48 @@ func (s *sale) quickReserve(r *flashsale.GateReserve, hIdem, hAdm uint64) (out f
 	return out, true
 }
 
-// decideLocked is Reserve under the lock: it decides the reserve whose
-// hold (made from the request, not yet kept) is h, asked at epoch, with
-// its keys' hashes hs. A win copies h into the book's slab; h itself is
-// not kept.
-func (s *sale) decideLocked(h *flashsale.Hold, epoch int64, hs *hashes) decision {
-	if s.dead {
-		return decision{retry: true}
-	}
+// reserveLocked is Reserve under the lock; won is the hold to keep if r
+// wins.
+func (s *sale) reserveLocked(r *flashsale.GateReserve, hs *hashes, won *flashsale.Hold) (flashsale.GateOutcome, error) {
 	b := s.book.Load()
 	flags := s.flags.Load()
 	if flags&flagLoaded == 0 {
-		return decision{verdict: flashsale.VerdictNotLoaded}
+		return flashsale.GateOutcome{Verdict: flashsale.VerdictNotLoaded}, nil
 	}
 	counter := s.counter.Load()
-	d := decision{remaining: counter, epoch: s.epoch.Load()}
-	idemKey := key{h.UserID, h.IdempotencyKey}
+	out := flashsale.GateOutcome{Remaining: counter, Epoch: s.epoch.Load()}
+	idemKey := key{r.UserID, r.IdempotencyKey}
 	if prev, ok := b.idem.get(hs.idem, idemKey); ok {
-		if prev.RequestHash != h.RequestHash {
-			d.verdict = flashsale.VerdictKeyReused
-			return d
+		if prev.RequestHash != r.RequestHash {
+			out.Verdict = flashsale.VerdictKeyReused
+			return out, nil
 		}
-		// Holds are never written after they are kept, so the caller may
-		// copy it once the decision is handed over.
-		d.verdict, d.prev = flashsale.VerdictReplayed, prev
-		return d
+		out.Verdict, out.Hold = flashsale.VerdictReplayed, *prev
+		return out, nil
 	}
-	q := int64(h.Quantity)
+	q := int64(r.Quantity)
 	switch {
 	case flags&flagPaused != 0:
-		d.verdict = flashsale.VerdictPaused
+		out.Verdict = flashsale.VerdictPaused
 	case counter+s.won-s.restocked != s.initial:
 		// Written behind the gate: sell nothing on a counter nobody can
 		// vouch for, until a rebuild (the invariant watcher pauses the
 		// sale and names the writer).
-		d.verdict = flashsale.VerdictPaused
-	case epoch != d.epoch:
-		d.verdict = flashsale.VerdictStaleEpoch
-	case h.AdmissionID != "" && s.spent(hs.adm, h.AdmissionID):
-		d.verdict = flashsale.VerdictAdmissionUsed
+		out.Verdict = flashsale.VerdictPaused
+	case r.Epoch != out.Epoch:
+		out.Verdict = flashsale.VerdictStaleEpoch
+	case r.AdmissionID != "" && s.spent(hs.adm, r.AdmissionID):
+		out.Verdict = flashsale.VerdictAdmissionUsed
 	case counter < q:
-		d.verdict = flashsale.VerdictSoldOut
-	case s.holdsFor(hs.user, h.UserID) || (h.Instrument != "" && s.instrumentHolds(hs.instr, h.Instrument)):
-		d.verdict = flashsale.VerdictLimitReached
+		out.Verdict = flashsale.VerdictSoldOut
+	case s.holdsFor(hs.user, r.UserID) || (r.Instrument != "" && s.instrumentHolds(hs.instr, r.Instrument)):
+		out.Verdict = flashsale.VerdictLimitReached
 	}
-	if d.verdict != 0 {
-		return d
+	if out.Verdict != 0 {
+		return out, nil
 	}
-	if _, dup := b.holds.get(hs.res, key{a: h.ReservationID}); dup {
-		return decision{duplicate: true}
+	if _, dup := b.holds.get(hs.res, key{a: r.ReservationID}); dup {
+		return flashsale.GateOutcome{}, errDuplicate(r.ReservationID)
 	}
 
 	f := s.filter.Load()
@@ -315,22 +305,22 @@ func (s *sale) decideLocked(h *flashsale.Hold, epoch int64, hs *hashes) decision
 	counter -= q
 	s.counter.Store(counter)
 	f.add(hs.idem)
-	if h.AdmissionID != "" {
+	if r.AdmissionID != "" {
 		f.add(hs.adm)
 		added++
 	}
 	s.seq.Add(1)
 
-	kept := b.newHold()
-	*kept = *h
-	b.holds.put(hs.res, key{a: kept.ReservationID}, kept)
-	b.buyers.put(hs.user, key{a: kept.UserID}, kept)
-	if kept.Instrument != "" {
-		b.instruments.put(hs.instr, key{a: kept.Instrument}, kept)
+	h := b.newHold()
+	*h = *won
+	b.holds.put(hs.res, key{a: h.ReservationID}, h)
+	b.buyers.put(hs.user, key{a: h.UserID}, h)
+	if h.Instrument != "" {
+		b.instruments.put(hs.instr, key{a: h.Instrument}, h)
 	}
-	b.idem.put(hs.idem, idemKey, kept)
-	if kept.AdmissionID != "" {
-		b.spent.put(hs.adm, key{a: kept.AdmissionID}, kept.AdmissionID)
+	b.idem.put(hs.idem, idemKey, h)
+	if r.AdmissionID != "" {
+		b.spent.put(hs.adm, key{a: r.AdmissionID}, h.AdmissionID)
 	}
 	s.won += q
 	// The audited counter moves by the audited delta, not to the counter:
@@ -338,14 +328,14 @@ func (s *sale) decideLocked(h *flashsale.Hold, epoch int64, hs *hashes) decision
 	s.audited -= q
 	// The entry is dated by the hold, that is by the request: its Now is
 	// when the server took it.
-	s.audit.addReserve(kept, counter)
+	s.audit.addReserve(h, counter)
 
 	s.filterEntries += added
 	if s.filterEntries >= s.filterRebuildAt {
 		s.refilter()
 	}
-	d.verdict, d.remaining = flashsale.VerdictWon, counter
-	return d
+	out.Verdict, out.Hold, out.Remaining = flashsale.VerdictWon, *h, counter
+	return out, nil
 }
 
 func (s *sale) holdsFor(hUser uint64, userID string) bool {

@@ -468,8 +468,9 @@ func TestShardedTamperShowsPerShard(t *testing.T) {
 	f.expect(f.req(f.user(1, 0)), flashsale.VerdictPaused)
 }
 
-// shardKeyNames are the names of a shard's keys.
-var shardKeyNames = []string{"stock", "meta", "held", "buyers", "instr", "idem", "adm", "audit", "xout", "xpend", "xin", "xpeer", "claims"}
+// shardKeyNames are the names of a shard's keys (and of layout 1's, which
+// must stay missing).
+var shardKeyNames = []string{"ctr", "meta", "book", "audit", "stock", "held", "buyers", "instr", "idem", "adm", "xout", "xpend", "xin", "xpeer", "claims"}
 
 // dumpShard returns shard k's keys as DUMP serialises them ("" for a
 // missing key).

@@ -97,35 +97,27 @@ local A, tonumber = ARGV, tonumber
 -- from 0: 0 reservation id, 1 user, 2 quantity, 3 instrument, 4
 -- admission, 5 epoch, 6 idem field, 7 encoded hold, 8 now.
 --
--- bulk(ks) reads, in one HMGET of the book, fields ks[1], ks[2], ... of
--- every reserve that has them; it returns one table per k, indexed by
--- reserve, false where nothing is stored.
-local function bulk(ks)
-  local names, to, at, got, m = {}, {}, {}, {}, 0
-  for x, k in ipairs(ks) do
-    local t = {}
-    got[x] = t
-    for i = 0, n - 1 do
-      local v = A[2 + i * 9 + k]
-      if v ~= '' then m = m + 1; names[m] = v; to[m] = t; at[m] = i end
-    end
-  end
-  if m > 0 then
-    local r = redis.call('HMGET', KEYS[3], unpack(names))
-    for j = 1, m do to[j][at[j]] = r[j] end
-  end
-  return got
+-- One HMGET of the book reads every reserve's key field, then the
+-- admission fields there are: idem[i + 1] is reserve i's stored hold,
+-- spent[i] its admission's spend, false where nothing is stored.
+local names, am, m = {}, {}, n
+for i = 0, n - 1 do names[i + 1] = A[8 + i * 9] end
+for i = 0, n - 1 do
+  local a = A[6 + i * 9]
+  if a ~= '' then m = m + 1; names[m] = a; am[m] = i end
 end
-local read = bulk({6, 4})
-local idem, spent = read[1], read[2]
+local idem = redis.call('HMGET', KEYS[3], unpack(names))
+local spent = {}
+for j = n + 1, m do spent[am[j]] = idem[j] end
 -- A counter that disagrees with the gate's own bookkeeping was written
 -- behind the gate: sell nothing on it until a rebuild. Wins within the
 -- batch keep the sum, so one look serves every reserve.
 local paused = meta[2] == '1' or
   left + tonumber(meta[5] or '0') - tonumber(meta[6] or '0') ~= tonumber(meta[4] or '0')
 -- Read only once a reserve gets as far as the limits: a batch of sold-out
--- answers never reads them.
-local buyers, instr, held
+-- answers never reads them. lim[i + 1] is reserve i's shopper's live
+-- hold, lim[n + i + 1] its reservation id's, instr[i] its card's.
+local lim, instr
 -- What the batch's own wins wrote, for the reserves after them.
 local wIdem, wBuyer, wInstr, wHeld, wAdm = {}, {}, {}, {}, {}
 local wins, taken = {}, 0
@@ -141,7 +133,7 @@ local codes, holds = {}, {}
 local out = {epoch or '0', left}
 for i = 0, n - 1 do
   local b = 2 + i * 9
-  local code, prev, a = 0, wIdem[A[b + 6]] or idem[i], A[b + 4]
+  local code, prev, a = 0, wIdem[A[b + 6]] or idem[i + 1], A[b + 4]
   if prev then
     code = 2
   elseif paused then
@@ -159,14 +151,21 @@ for i = 0, n - 1 do
     -- always 1: tonumber is the costly part of this check.
     code = 8
   else
-    if not buyers then
-      read = bulk({1, 3, 0})
-      buyers, instr, held = read[1], read[2], read[3]
+    if not lim then
+      names, m = {}, 2 * n
+      local cm = {}
+      for j = 0, n - 1 do names[j + 1], names[n + j + 1] = A[3 + j * 9], A[2 + j * 9] end
+      for j = 0, n - 1 do
+        local c = A[5 + j * 9]
+        if c ~= '' then m = m + 1; names[m] = c; cm[m] = j end
+      end
+      lim, instr = redis.call('HMGET', KEYS[3], unpack(names)), {}
+      for j = 2 * n + 1, m do instr[cm[j]] = lim[j] end
     end
     local c = A[b + 3]
-    if buyers[i] or wBuyer[A[b + 1]] or (c ~= '' and (instr[i] or wInstr[c])) then
+    if lim[i + 1] or wBuyer[A[b + 1]] or (c ~= '' and (instr[i] or wInstr[c])) then
       code = 9
-    elseif held[i] or wHeld[A[b]] then
+    elseif lim[n + i + 1] or wHeld[A[b]] then
       code = -1
     else
       code = 1
@@ -289,17 +288,18 @@ local epoch = meta[3]
 local n = #ARGV / 3
 local A, tonumber = ARGV, tonumber
 -- Reserve i's fields (i from 0) are A[1 + 3i + k]: k 0 key field, 1
--- epoch, 2 admission field. One HMGET of the book reads every key field
--- and every admission field; the answers are indexed by reserve.
-local names, to, at, m = {}, {}, {}, 0
-local idem, spent = {}, {}
+-- epoch, 2 admission field. One HMGET of the book reads every key field,
+-- then the admission fields there are: idem[i + 1] is reserve i's stored
+-- hold, spent[i] its admission's spend.
+local names, am, m = {}, {}, n
+for i = 0, n - 1 do names[i + 1] = A[1 + i * 3] end
 for i = 0, n - 1 do
-  m = m + 1; names[m] = A[1 + i * 3]; to[m] = idem; at[m] = i
   local a = A[3 + i * 3]
-  if a ~= '' then m = m + 1; names[m] = a; to[m] = spent; at[m] = i end
+  if a ~= '' then m = m + 1; names[m] = a; am[m] = i end
 end
-local r = redis.call('HMGET', KEYS[3], unpack(names))
-for j = 1, m do to[j][at[j]] = r[j] end
+local idem = redis.call('HMGET', KEYS[3], unpack(names))
+local spent = {}
+for j = n + 1, m do spent[am[j]] = idem[j] end
 local paused = meta[2] == '1' or
   left + tonumber(meta[5] or '0') - tonumber(meta[6] or '0') ~= tonumber(meta[4] or '0')
 -- Codes as reserveBatchLua writes them, the byte 49 + code: '3' a key on
@@ -307,7 +307,7 @@ local paused = meta[2] == '1' or
 local codes, holds = {}, {}
 for i = 0, n - 1 do
   local b = 1 + i * 3
-  local code, prev, e = '9', idem[i], A[b + 1]
+  local code, prev, e = '9', idem[i + 1], A[b + 1]
   if prev then
     code = '3'
     holds[#holds + 1] = prev
@@ -391,6 +391,17 @@ local me = redis.pcall('CLUSTER', 'MYID')
 if type(me) == 'string' then redis.call('HSET', KEYS[2], 'node', me) else redis.call('HDEL', KEYS[2], 'node') end
 `
 
+// bookHeaderLua starts a sale's book (KEYS[3]) with one field whose value
+// is longer than Redis stores in a listpack (hash-max-listpack-value, 64
+// bytes by default), so the book is a hash table from its first field on.
+// A listpack is scanned end to end on every lookup and insert, and the
+// book, four fields a win, leaves one within a few hundred wins anyway;
+// until then, a small sale's lookups (a sold-out batch reads two fields a
+// reserve) cost several times a hash table's. The field starts with
+// "\x1f", so it is no hold (Holds skips it).
+const bookHeaderLua = `
+redis.call('HSET', KEYS[3], '\31v', 'flashsale gate book, layout 2: a value this long keeps the hash out of a listpack')`
+
 // loadLua loads a sale unless it is loaded or being rebuilt. A meta
 // that says loaded while the stock key is gone is a damaged gate: it is
 // left for a rebuild, never reloaded to the full initial stock.
@@ -402,6 +413,7 @@ const loadLua = `
 local m = redis.call('HMGET', KEYS[2], 'loaded', 'rebuilding')
 if m[1] == '1' or m[2] then return 0 end
 redis.call('DEL', KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
+` + bookHeaderLua + `
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], 'initial', ARGV[1], 'epoch', ARGV[2], 'won', 0, 'restocked', 0,
   'audited', ARGV[1], 'loaded', 1)
@@ -432,6 +444,7 @@ if redis.call('HGET', KEYS[2], 'loaded') == '1' then
 end
 redis.call('HSET', KEYS[2], 'loaded', 0, 'paused', 1, 'rebuilding', ARGV[1], 'rbold', old)
 redis.call('DEL', KEYS[1], KEYS[3], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
+` + bookHeaderLua + `
 return 1
 `
 

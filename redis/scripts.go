@@ -70,7 +70,8 @@ local loaded = stock and meta[1] == '1' and redis.call('EXISTS', KEYS[5]) == 0 a
 //	ARGV: 1 audit max length, then reserveFields per reserve: reservation
 //	      id, user field, quantity, instrument field ('' for none),
 //	      admission field ('' for none), epoch, key field, encoded hold,
-//	      now ms. The fields are the book's (see the package comment),
+//	      now ms; then '1' if the reserves are apart (see apart in
+//	      batch.go). The fields are the book's (see the package comment),
 //	      made by Go, so the script joins no strings.
 //
 // A spent admission holds the time of the win that spent it, and stays for
@@ -90,7 +91,13 @@ const reserveBatchLua = reservePrelude + `
 if not loaded then return {'0'} end
 local left = tonumber(stock)
 local epoch = meta[3]
-local n = (#ARGV - 1) / 9
+local n = math.floor((#ARGV - 1) / 9)
+-- Go appends '1' when no two reserves of the batch share a reservation
+-- id, a shopper, a key, a card or an admission: then no reserve can meet
+-- a win earlier in the batch, and the script keeps no account of the
+-- batch's own wins (the w tables below), a few table writes and reads a
+-- reserve.
+local apart = #ARGV > 1 + n * 9
 -- Locals, not globals, in the loops below.
 local A, tonumber = ARGV, tonumber
 -- Reserve i's fields (i from 0) are A[2 + 9i + k], k as listed above
@@ -133,7 +140,8 @@ local codes, holds = {}, {}
 local out = {epoch or '0', left}
 for i = 0, n - 1 do
   local b = 2 + i * 9
-  local code, prev, a = 0, wIdem[A[b + 6]] or idem[i + 1], A[b + 4]
+  local code, prev, a = 0, idem[i + 1], A[b + 4]
+  if not apart then prev = wIdem[A[b + 6]] or prev end
   if prev then
     code = 2
   elseif paused then
@@ -144,7 +152,7 @@ for i = 0, n - 1 do
     -- keeps their spent admissions, so they still take admissions from
     -- minadm on.
     code = 6
-  elseif a ~= '' and (wAdm[a] or spent[i]) then
+  elseif a ~= '' and (spent[i] or (not apart and wAdm[a])) then
     code = 7
   elseif left < 1 or (A[b + 2] ~= '1' and left < tonumber(A[b + 2])) then
     -- Quantities are at least 1 (Reserve refuses others), and nearly
@@ -163,18 +171,20 @@ for i = 0, n - 1 do
       for j = 2 * n + 1, m do instr[cm[j]] = lim[j] end
     end
     local c = A[b + 3]
-    if lim[i + 1] or wBuyer[A[b + 1]] or (c ~= '' and (instr[i] or wInstr[c])) then
+    if lim[i + 1] or (c ~= '' and instr[i]) or (not apart and (wBuyer[A[b + 1]] or (c ~= '' and wInstr[c]))) then
       code = 9
-    elseif lim[n + i + 1] or wHeld[A[b]] then
+    elseif lim[n + i + 1] or (not apart and wHeld[A[b]]) then
       code = -1
     else
       code = 1
       local q = 1
       if A[b + 2] ~= '1' then q = tonumber(A[b + 2]) end
       left, taken = left - q, taken + q
-      wIdem[A[b + 6]], wBuyer[A[b + 1]], wHeld[A[b]] = A[b + 7], true, true
-      if c ~= '' then wInstr[c] = true end
-      if a ~= '' then wAdm[a] = true end
+      if not apart then
+        wIdem[A[b + 6]], wBuyer[A[b + 1]], wHeld[A[b]] = A[b + 7], true, true
+        if c ~= '' then wInstr[c] = true end
+        if a ~= '' then wAdm[a] = true end
+      end
       wins[#wins + 1] = b
     end
   end
@@ -190,13 +200,14 @@ left = redis.call('DECRBY', KEYS[1], taken)
 -- admission.
 local w, m = {}, 0
 local res, at, deltas = {}, {}, {}
+local neg = {['1'] = '-1'}
 for j, b in ipairs(wins) do
   local id, hold = A[b], A[b + 7]
   w[m + 1], w[m + 2], w[m + 3], w[m + 4], w[m + 5], w[m + 6] = id, hold, A[b + 1], id, A[b + 6], hold
   m = m + 6
   if A[b + 3] ~= '' then w[m + 1], w[m + 2] = A[b + 3], id; m = m + 2 end
   if A[b + 4] ~= '' then w[m + 1], w[m + 2] = A[b + 4], A[b + 8]; m = m + 2 end
-  res[j], at[j], deltas[j] = id, A[b + 8], '-' .. A[b + 2]
+  res[j], at[j], deltas[j] = id, A[b + 8], neg[A[b + 2]] or '-' .. A[b + 2]
 end
 redis.call('HSET', KEYS[3], unpack(w))
 redis.call('HINCRBY', KEYS[2], 'won', taken)

@@ -15,6 +15,13 @@
 # in-process / PG UPDATE (of the medians, and the median of each round's).
 #
 #   bench/gates.sh          # ROUNDS=3 BENCHTIME=2s REQUESTS=200000 CLIENTS=50
+#   BASE=/tmp/main bench/gates.sh   # also (a) and (b) of the tree at BASE
+#
+# With BASE (a checkout of another commit, e.g. `git worktree add --detach
+# /tmp/main main`), the gates of that tree run in the same rounds as this
+# one's, alternately (the first in odd rounds, the second in even), and the
+# medians and ratios are printed for both: a change measured against its
+# baseline under the same load.
 #
 # Needs go, redis-cli and redis-benchmark (apt-get install -y redis-tools;
 # the script installs it where apt-get can), PostgreSQL and Redis at
@@ -66,17 +73,24 @@ echo "building the benchmarks..."
 for pkg in memory redis postgres; do
 	go test -c -o "$work/$pkg.test" "./$pkg/"
 done
+if [ -n "${BASE:-}" ]; then
+	for pkg in memory redis; do
+		(cd "$BASE" && go test -c -o "$work/base-$pkg.test" "./$pkg/")
+	done
+fi
 sha=$(rcli -x script load <bench/design_reserve.lua)
 
 declare -A runs
 # gobench PKG BENCH=NAME...: one run of PKG's benchmarks BENCH (without
 # the Benchmark prefix); records each one's decisions per second (from
 # ns/op) under its NAME.
+# With TREE=base it runs BASE's binary, in BASE's package directory.
 gobench() {
-	local pkg=$1 pattern="" out pair
+	local pkg=$1 pattern="" out pair bin=$work/$1.test dir=$1
 	shift
+	if [ "${TREE:-}" = base ]; then bin=$work/base-$pkg.test dir=$BASE/$pkg; fi
 	for pair in "$@"; do pattern="$pattern|^Benchmark${pair%%=*}\$"; done
-	out=$(cd "$pkg" && "$work/$pkg.test" -test.run '^$' -test.bench "${pattern#|}" -test.benchtime "$BENCHTIME")
+	out=$(cd "$dir" && "$bin" -test.run '^$' -test.bench "${pattern#|}" -test.benchtime "$BENCHTIME")
 	for pair in "$@"; do
 		local bench=${pair%%=*} name=${pair#*=} ns ops
 		ns=$(awk -v b="Benchmark$bench-" 'index($1, b) == 1 {print $3}' <<<"$out")
@@ -104,8 +118,17 @@ reference() {
 
 for round in $(seq 1 "$ROUNDS"); do
 	echo "round $round (load average: $(cut -d' ' -f1-3 /proc/loadavg))"
-	gobench memory ReserveWin=memory-win ReserveSoldOut=memory-soldout
-	gobench redis ReserveWin=redis-win ReserveSoldOut=redis-soldout
+	gates() { gobench memory ReserveWin=memory-win ReserveSoldOut=memory-soldout; gobench redis ReserveWin=redis-win ReserveSoldOut=redis-soldout; }
+	based() { TREE=base gobench memory ReserveWin=base-memory-win ReserveSoldOut=base-memory-soldout; TREE=base gobench redis ReserveWin=base-redis-win ReserveSoldOut=base-redis-soldout; }
+	if [ -z "${BASE:-}" ]; then
+		gates
+	elif [ $((round % 2)) = 1 ]; then
+		based
+		gates
+	else
+		gates
+		based
+	fi
 	reference reference-win 1000000000
 	reference reference-soldout 0
 	gobench postgres ConditionalUpdate=update-win ConditionalUpdateSoldOut=update-soldout \
@@ -131,6 +154,10 @@ row "(b) Redis gate (redis)" redis
 row "(c) PostgreSQL conditional UPDATE, one row" update
 row "(d) PostgreSQL SELECT ... FOR UPDATE, then UPDATE" forupdate
 row "(e) redis-benchmark -c $CLIENTS, EVALSHA of the design's script" reference
+if [ -n "${BASE:-}" ]; then
+	row "(a) in-process gate, BASE ($BASE)" base-memory
+	row "(b) Redis gate, BASE" base-redis
+fi
 echo
 echo "ratios:"
 for path in win soldout; do
@@ -138,4 +165,10 @@ for path in win soldout; do
 	echo "    Redis gate / redis-benchmark:  $(ratio "redis-$path" "reference-$path")"
 	echo "    Redis gate / PG UPDATE:        $(ratio "redis-$path" "update-$path")"
 	echo "    in-process / PG UPDATE:        $(ratio "memory-$path" "update-$path")"
+	if [ -n "${BASE:-}" ]; then
+		echo "    BASE's Redis gate / redis-benchmark: $(ratio "base-redis-$path" "reference-$path")"
+		echo "    BASE's Redis gate / PG UPDATE:       $(ratio "base-redis-$path" "update-$path")"
+		echo "    Redis gate / BASE's:           $(ratio "redis-$path" "base-redis-$path")"
+		echo "    in-process gate / BASE's:      $(ratio "memory-$path" "base-memory-$path")"
+	fi
 done

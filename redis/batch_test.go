@@ -734,3 +734,89 @@ func TestUndecidedReplyIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestApartBatchDecidesAsInOrder: a batch whose reserves share no
+// reservation id, shopper, key, card or admission goes to the script marked
+// apart, which then keeps no account of the batch's own wins; it must still
+// decide each reserve as one at a time would, against what the sale held
+// before the batch (a replay, a shopper and a card holding, a spent
+// admission) and as its own wins use the units up.
+func TestApartBatchDecidesAsInOrder(t *testing.T) {
+	now := time.Now()
+	req := func(sale, res, user, key, adm, card string, epoch int64) flashsale.GateReserve {
+		return flashsale.GateReserve{SaleID: sale, ReservationID: res, UserID: user, Quantity: 1, Instrument: card,
+			AdmissionID: adm, Epoch: epoch, IdempotencyKey: key, RequestHash: "h", Now: now}
+	}
+	batch := func(sale string) []flashsale.GateReserve {
+		return []flashsale.GateReserve{
+			req(sale, "r1", "u0", "k0", "a1", "", 1),   // replays r0
+			req(sale, "r2", "u2", "k2", "a2", "c0", 1), // c0 holds r0
+			req(sale, "r3", "u3", "k3", "a0", "", 1),   // a0 spent by r0
+			req(sale, "r4", "u4", "k4", "a4", "", 9),   // stale epoch
+			req(sale, "r5", "u5", "k5", "a5", "c5", 1), // won
+			req(sale, "r6", "u6", "k6", "", "", 1),     // won
+			req(sale, "r7", "u7", "k7", "a7", "", 1),   // won, the last unit
+			req(sale, "r8", "u8", "k8", "a8", "c8", 1), // sold out
+		}
+	}
+	want := []flashsale.Verdict{flashsale.VerdictReplayed, flashsale.VerdictLimitReached, flashsale.VerdictAdmissionUsed,
+		flashsale.VerdictStaleEpoch, flashsale.VerdictWon, flashsale.VerdictWon, flashsale.VerdictWon, flashsale.VerdictSoldOut}
+
+	f, seq := newFixture(t, 4), newFixture(t, 4)
+	for _, x := range []*fixture{f, seq} {
+		x.expect(req(x.sale, "r0", "u0", "k0", "a0", "c0", 1), flashsale.VerdictWon)
+	}
+	rs := batch(f.sale)
+	ps := make([]*pending, len(rs))
+	for i, r := range rs {
+		ps[i] = newPending(f.ctx, r)
+	}
+	if !apart(ps) {
+		t.Fatal("apart = false for reserves that share nothing")
+	}
+	got := decideBatch(f, rs)
+	for i, r := range batch(seq.sale) {
+		alone, err := seq.g.Reserve(seq.ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i].Verdict != want[i] || alone.Verdict != want[i] {
+			t.Errorf("reserve %d (%s): batched %v, alone %v; want %v", i, r.ReservationID, got[i].Verdict, alone.Verdict, want[i])
+		}
+		if got[i].Remaining != alone.Remaining || got[i].Hold.ReservationID != alone.Hold.ReservationID {
+			t.Errorf("reserve %d (%s): batched %+v; alone %+v", i, r.ReservationID, got[i], alone)
+		}
+	}
+	if s := f.snapshot(); s.Counter != 0 || s.Held() != 4 || s.Drift() != 0 {
+		t.Fatalf("snapshot %+v; want 4 held, none left, no drift", s)
+	}
+}
+
+func TestApart(t *testing.T) {
+	base := flashsale.GateReserve{SaleID: "s", ReservationID: "r", UserID: "u", IdempotencyKey: "k", Instrument: "c", AdmissionID: "a"}
+	other := flashsale.GateReserve{SaleID: "s", ReservationID: "r2", UserID: "u2", IdempotencyKey: "k", Instrument: "c2", AdmissionID: "a2"}
+	pair := func(b flashsale.GateReserve) []*pending {
+		return []*pending{newPending(t.Context(), base), newPending(t.Context(), b)}
+	}
+	if !apart(pair(other)) {
+		t.Fatal("two shoppers with the same key name (their own keys) are apart")
+	}
+	noCard := other
+	noCard.Instrument, noCard.AdmissionID = "", ""
+	if !apart([]*pending{newPending(t.Context(), noCard), newPending(t.Context(), flashsale.GateReserve{
+		SaleID: "s", ReservationID: "r3", UserID: "u3", IdempotencyKey: "k"})}) {
+		t.Fatal("reserves without cards or admissions are apart")
+	}
+	for name, change := range map[string]func(*flashsale.GateReserve){
+		"reservation id": func(r *flashsale.GateReserve) { r.ReservationID = "r" },
+		"shopper":        func(r *flashsale.GateReserve) { r.UserID = "u" },
+		"card":           func(r *flashsale.GateReserve) { r.Instrument = "c" },
+		"admission":      func(r *flashsale.GateReserve) { r.AdmissionID = "a" },
+	} {
+		b := other
+		change(&b)
+		if apart(pair(b)) {
+			t.Errorf("two reserves sharing a %s are apart", name)
+		}
+	}
+}

@@ -16,33 +16,50 @@
 // braces are a hash tag: every key of a sale lives in one slot, so the
 // scripts run unchanged on Redis Cluster. The names:
 //
-//	stock   the counter, a plain integer (redis-cli GET shows it)
+//	ctr     the counter, a plain integer (redis-cli GET shows it)
 //	meta    hash: initial, epoch, won, restocked, audited, loaded, paused,
 //	        seq (of the audit log), and rebuilding/rbold during a rebuild
-//	held    hash: reservation id → encoded hold
-//	buyers  hash: user id → reservation id
-//	instr   hash: payment fingerprint → reservation id
-//	idem    hash: user id "\x1f" idempotency key → encoded hold
-//	adm     hash: spent admission id → its expiry (Unix ms); Void takes
-//	        the voided hold's admission out again
+//	book    hash: everything the gate keeps of the sale's shoppers, one
+//	        field each, told apart by how the field starts (ids never
+//	        contain "\x1f", so no field of one kind is a field of another):
+//	          reservation id           → encoded hold (a live hold)
+//	          "\x1fu" user id          → reservation id of its live hold
+//	          "\x1fc" fingerprint      → reservation id of its live hold
+//	          "\x1fk" user "\x1f" key   → encoded hold (the key's first answer)
+//	          "\x1fa" admission id     → time of the win that spent it; Void
+//	                                    takes the voided hold's out again
 //	audit   stream of counter mutations, trimmed to about AuditMaxLen; the
 //	        wins of one batch of reserves (batch.go) share an entry
 //
-// Spent admissions live in one hash rather than a key each, so that
-// Rebuild and Drop can forget them in the same step as everything else
-// (keys of their own could only be found with SCAN). A spend whose expiry
-// has passed counts as not spent, as before, but is not pruned: a win
-// writes one hash field where it used to prune a sorted set and add to
-// it, and the hash grows no faster than idem does, by one field a win.
+// One hash rather than five (held, buyers, instr, idem, adm, as before
+// layout 2): a batch of reserves reads the sale's shoppers in two HMGETs
+// and writes its wins in one HSET, where it made up to five of each, and
+// the script builds one table of writes, not five. Keys of their own per
+// shopper could only be found with SCAN, so Rebuild and Drop could not
+// forget them in one step.
 //
-// Upgrading. Versions before this one kept adm as a sorted set. On a sale
-// such a version loaded, a reserve or Void that names an admission meets
-// the sorted set, Redis answers WRONGTYPE, and the call returns an error
-// having written nothing, since every script reads adm before its first
-// write: the sale fails closed (the engine pauses it, as for any gate
-// error) and sells nothing. A rebuild (pause, rebuild, resume), or a Drop
-// and Load for a sale that has not opened, deletes adm with the rest and
-// recovers it.
+// Spent admissions are kept for as long as the sale: a spend's time is
+// not an expiry, and nothing prunes them. The book grows by about four
+// fields a win.
+//
+// Upgrading from layout 1 (stock, meta, held, buyers, instr, idem, adm,
+// audit). The two layouts share meta and audit, and a sale belongs to the
+// one whose counter exists: layout 1's stock or this layout's ctr. Every
+// script of either layout that reads or moves units requires its own
+// counter, and this layout's also requires that no stock key exists, so a
+// running sale's keys are never read by the other layout's code: a sale
+// loaded by an older server is not loaded to a newer one (Reserve answers
+// not_loaded, Restock and Void ErrNotLoaded, Snapshot reads not loaded),
+// and a sale loaded by a newer server is not loaded to an older one. Load
+// does nothing on either's loaded sale (meta says loaded). A Rebuild moves
+// the sale to the layout of the server that runs it: this layout's
+// deletes the stock key and layout 1's hashes; layout 1's deletes its own
+// keys, leaving ctr behind, which this layout then ignores while stock
+// exists. Either way only one counter sells, and it is the one the record
+// rebuilt. So upgrade between sales; a sale running across the upgrade
+// fails closed on the new servers until it is paused and rebuilt from the
+// record on a new server (and then on the old servers, until they are
+// gone). Drop deletes both layouts' keys.
 //
 // Overselling is prevented here, for the Redis gate: one Lua script does the
 // sold-out, per-user and per-instrument checks, the admission's spend and
@@ -226,33 +243,56 @@ func (g *Gate) Close() {
 // operator can read with redis-cli GET. Only the gate's scripts may write
 // it; a write from anywhere else is the second writer that section 8 of
 // the design warns about, and shows as Snapshot drift.
-func (g *Gate) StockKey(saleID string) string { return g.key(saleID, "stock") }
+func (g *Gate) StockKey(saleID string) string { return g.key(saleID, "ctr") }
 
 func (g *Gate) key(saleID, name string) string {
 	return g.prefix + "{" + saleID + "}:" + name
 }
 
-// keys are a sale's keys.
+// keys are a sale's keys. legacy is layout 1's counter, whose presence
+// makes the sale layout 1's; legacyHashes are layout 1's other keys, which
+// Load, Rebuild and Drop delete.
 type keys struct {
-	stock, meta, held, buyers, instr, idem, adm, audit string
+	stock, meta, book, audit, legacy string
+	legacyHashes                     [5]string
 }
 
 func (g *Gate) keys(saleID string) keys {
 	base := g.prefix + "{" + saleID + "}:"
 	return keys{
-		stock:  base + "stock",
-		meta:   base + "meta",
-		held:   base + "held",
-		buyers: base + "buyers",
-		instr:  base + "instr",
-		idem:   base + "idem",
-		adm:    base + "adm",
-		audit:  base + "audit",
+		stock:        base + "ctr",
+		meta:         base + "meta",
+		book:         base + "book",
+		audit:        base + "audit",
+		legacy:       base + "stock",
+		legacyHashes: [5]string{base + "held", base + "buyers", base + "instr", base + "idem", base + "adm"},
 	}
 }
 
+// reserve lists the keys of the reserve scripts.
+func (k keys) reserve() []string { return []string{k.stock, k.meta, k.book, k.audit, k.legacy} }
+
+// all lists every key of the sale, of both layouts, in the order of
+// loadLua's and rebuildBeginLua's KEYS.
 func (k keys) all() []string {
-	return []string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit}
+	return append([]string{k.stock, k.meta, k.book, k.audit, k.legacy}, k.legacyHashes[:]...)
+}
+
+// The first bytes of the book's fields other than a hold's (see the
+// package comment).
+const (
+	fieldUser       = sep + "u"
+	fieldInstrument = sep + "c"
+	fieldKey        = sep + "k"
+	fieldAdmission  = sep + "a"
+)
+
+// bookField returns kind + id, or "" for an empty id (no such field).
+func bookField(kind, id string) string {
+	if id == "" {
+		return ""
+	}
+	return kind + id
 }
 
 // fail turns a failed call into the error the gate returns: unavailable,
@@ -323,7 +363,8 @@ func outcome(r *flashsale.GateReserve, code, remaining, epoch int64, stored stri
 // found is false when the key is unknown or the sale is not loaded.
 func (g *Gate) Lookup(ctx context.Context, saleID, userID, key string) (flashsale.Hold, bool, error) {
 	k := g.keys(saleID)
-	enc, err := lookupScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.idem}, []string{idemField(userID, key)}).ToString()
+	enc, err := lookupScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.book, k.legacy},
+		[]string{fieldKey + idemField(userID, key)}).ToString()
 	if rueidis.IsRedisNil(err) {
 		return flashsale.Hold{}, false, nil
 	}
@@ -353,15 +394,17 @@ func (g *Gate) Restock(ctx context.Context, saleID, reservationID, source string
 // have spent it again on a new hold. It returns flashsale.ErrNotLoaded if
 // the sale is not loaded.
 func (g *Gate) Void(ctx context.Context, saleID string, h flashsale.Hold, source string) (bool, error) {
-	return g.giveBack(ctx, saleID, h.ReservationID, "void", source, idemField(h.UserID, h.IdempotencyKey), h.AdmissionID)
+	return g.giveBack(ctx, saleID, h.ReservationID, "void", source,
+		fieldKey+idemField(h.UserID, h.IdempotencyKey), bookField(fieldAdmission, h.AdmissionID))
 }
 
-// giveBack runs giveBackLua: forget and admission are the idem field to
-// forget and the admission to un-spend, "" for none (Restock).
+// giveBack runs giveBackLua: forget and admission are the book's fields
+// of the key to forget and the admission to un-spend, "" for none
+// (Restock).
 func (g *Gate) giveBack(ctx context.Context, saleID, reservationID, op, source, forget, admission string) (bool, error) {
 	k := g.keys(saleID)
 	n, err := giveBackScript.Exec(ctx, g.client,
-		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.audit, k.adm},
+		[]string{k.stock, k.meta, k.book, k.audit, k.legacy},
 		[]string{reservationID, op, source, ms(g.now()), g.maxLen, forget, admission}).AsInt64()
 	switch {
 	case err != nil:
@@ -383,8 +426,7 @@ func (g *Gate) Load(ctx context.Context, saleID string, initial, epoch int64, so
 		return false, fmt.Errorf("redis gate: load %q with %d units: need a sale id and initial >= 0", saleID, initial)
 	}
 	k := g.keys(saleID)
-	n, err := loadScript.Exec(ctx, g.client,
-		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm, k.audit},
+	n, err := loadScript.Exec(ctx, g.client, k.all(),
 		[]string{strconv.FormatInt(initial, 10), strconv.FormatInt(epoch, 10), source, ms(g.now()), g.maxLen}).AsInt64()
 	if err != nil {
 		return false, fail("load", err)
@@ -424,8 +466,7 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64,
 	_, _ = rand.Read(b[:])
 	token := hex.EncodeToString(b[:])
 	k := g.keys(saleID)
-	err = rebuildBeginScript.Exec(ctx, g.client,
-		[]string{k.stock, k.meta, k.held, k.buyers, k.instr, k.idem, k.adm}, []string{token}).Error()
+	err = rebuildBeginScript.Exec(ctx, g.client, k.all(), []string{token}).Error()
 	if err != nil {
 		return fail("rebuild", err)
 	}
@@ -439,11 +480,11 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64,
 			h := &chunk[i]
 			field := ""
 			if h.IdempotencyKey != "" {
-				field = idemField(h.UserID, h.IdempotencyKey)
+				field = fieldKey + idemField(h.UserID, h.IdempotencyKey)
 			}
-			args = append(args, h.ReservationID, h.UserID, h.Instrument, field, encodeHold(*h))
+			args = append(args, h.ReservationID, fieldUser+h.UserID, bookField(fieldInstrument, h.Instrument), field, encodeHold(*h))
 		}
-		err := rebuildAddScript.Exec(ctx, g.client, []string{k.meta, k.held, k.buyers, k.instr, k.idem}, args).Error()
+		err := rebuildAddScript.Exec(ctx, g.client, []string{k.meta, k.book}, args).Error()
 		if err != nil {
 			return fail("rebuild", err)
 		}
@@ -452,16 +493,16 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64,
 	admissions := make([]string, 0, len(holds)+len(spent))
 	for i := range holds {
 		if a := holds[i].AdmissionID; a != "" {
-			admissions = append(admissions, a)
+			admissions = append(admissions, fieldAdmission+a)
 		}
 	}
 	for _, sp := range spent {
-		admissions = append(admissions, sp.AdmissionID)
+		admissions = append(admissions, fieldAdmission+sp.AdmissionID)
 	}
 	now := ms(g.now())
 	for chunk := range slices.Chunk(admissions, rebuildChunk) {
 		args := append([]string{token, now}, chunk...)
-		if err := rebuildSpendScript.Exec(ctx, g.client, []string{k.meta, k.adm}, args).Error(); err != nil {
+		if err := rebuildSpendScript.Exec(ctx, g.client, []string{k.meta, k.book}, args).Error(); err != nil {
 			return fail("rebuild", err)
 		}
 	}
@@ -480,7 +521,7 @@ func (g *Gate) Rebuild(ctx context.Context, saleID string, initial, epoch int64,
 // zero snapshot.
 func (g *Gate) Snapshot(ctx context.Context, saleID string) (flashsale.GateSnapshot, error) {
 	k := g.keys(saleID)
-	vals, err := snapshotScript.Exec(ctx, g.client, []string{k.stock, k.meta}, nil).ToArray()
+	vals, err := snapshotScript.Exec(ctx, g.client, []string{k.stock, k.meta, k.legacy}, nil).ToArray()
 	if err != nil {
 		return flashsale.GateSnapshot{}, fail("snapshot", err)
 	}
@@ -506,11 +547,11 @@ func (g *Gate) Snapshot(ctx context.Context, saleID string) (flashsale.GateSnaps
 }
 
 // Holds returns the sale's holds, ordered by reservation id. It reads the
-// held hash in pages (HSCAN), so it does not stall Redis on a large sale,
-// and is not one atomic step: a hold taken or given back meanwhile may or
-// may not be listed.
+// book in pages (HSCAN), so it does not stall Redis on a large sale, and
+// is not one atomic step: a hold taken or given back meanwhile may or may
+// not be listed.
 func (g *Gate) Holds(ctx context.Context, saleID string) ([]flashsale.Hold, error) {
-	key := g.key(saleID, "held")
+	key := g.key(saleID, "book")
 	seen := make(map[string]flashsale.Hold)
 	var cursor uint64
 	for {
@@ -519,6 +560,9 @@ func (g *Gate) Holds(ctx context.Context, saleID string) ([]flashsale.Hold, erro
 			return nil, fail("holds", err)
 		}
 		for i := 0; i+1 < len(page.Elements); i += 2 {
+			if strings.HasPrefix(page.Elements[i], sep) {
+				continue // a shopper's, card's, key's or admission's field
+			}
 			h, err := decodeHold(page.Elements[i+1])
 			if err != nil {
 				return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -107,13 +108,40 @@ func (f *fixture) dump() map[string]string {
 	f.t.Helper()
 	out := make(map[string]string)
 	for _, k := range f.saleKeys() {
-		v, err := f.do(f.g.client.B().Dump().Key(k).Build()).ToString()
-		if err != nil {
-			f.t.Fatalf("DUMP %s: %v", k, err)
-		}
-		out[k] = v
+		out[k] = dumpKey(f.ctx, f.t, f.g.client, k)
 	}
 	return out
+}
+
+// dumpKey returns what k holds: a hash's fields and values, sorted, and any
+// other key as DUMP serialises it ("" for a missing key). Not DUMP for a
+// hash: a hash table's DUMP lists its fields in the order of its buckets,
+// which a read moves while the table grows (Redis rehashes a step at each
+// lookup), so reads that change nothing could look like writes.
+func dumpKey(ctx context.Context, t testing.TB, c rueidis.Client, k string) string {
+	t.Helper()
+	typ, err := c.Do(ctx, c.B().Type().Key(k).Build()).ToString()
+	if err != nil {
+		t.Fatalf("TYPE %s: %v", k, err)
+	}
+	if typ == "hash" {
+		m, err := c.Do(ctx, c.B().Hgetall().Key(k).Build()).AsStrMap()
+		if err != nil {
+			t.Fatalf("HGETALL %s: %v", k, err)
+		}
+		fields := slices.Sorted(maps.Keys(m))
+		var b strings.Builder
+		b.WriteString("hash")
+		for _, f := range fields {
+			fmt.Fprintf(&b, "\x00%q=%q", f, m[f])
+		}
+		return b.String()
+	}
+	v, err := c.Do(ctx, c.B().Dump().Key(k).Build()).ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatalf("DUMP %s: %v", k, err)
+	}
+	return v
 }
 
 // unchanged fails the test unless the sale's keys hold what before (a
@@ -216,7 +244,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 		}
 		names = append(names, strings.TrimPrefix(k, f.g.prefix+tag))
 	}
-	want := []string{"adm", "audit", "buyers", "held", "idem", "instr", "meta", "stock"}
+	want := []string{"audit", "book", "ctr", "meta"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("a sale's keys are %v; want %v", names, want)
 	}
@@ -442,63 +470,108 @@ func TestHoldEncoding(t *testing.T) {
 	}
 }
 
-// TestOldAdmissionSetFailsClosed: a sale loaded by a version that kept
-// spent admissions in a sorted set meets the hash this one writes as
-// WRONGTYPE. Every call that names an admission fails, alone or in a
-// batch, having written nothing; a rebuild recovers the sale.
-func TestOldAdmissionSetFailsClosed(t *testing.T) {
-	f := newFixture(t, 10)
-	won := f.expect(f.req("u1"), flashsale.VerdictWon)
-	// What the older version left: one spend, scored by its expiry.
-	adm := f.g.keys(f.sale).adm
-	if err := f.do(f.g.client.B().Del().Key(adm).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	expiry := float64(time.Now().Add(time.Minute).UnixMilli())
-	if err := f.do(f.g.client.B().Zadd().Key(adm).ScoreMember().ScoreMember(expiry, won.Hold.AdmissionID).Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	before := f.dump()
-	failsClosed := func(what string, err error) {
+// TestLayoutOneSaleFailsClosed: a sale that a server of layout 1 (keys
+// stock, held, buyers, instr, idem, adm) loaded or rebuilt is not loaded
+// to this layout, so its keys are never misread: every reserve script
+// (one, batch, sold out) answers not loaded, Restock, Void, Snapshot and
+// Lookup see no sale, Load does nothing, and none of them writes. A
+// rebuild moves the sale to this layout, deleting layout 1's keys; and a
+// later rebuild by a layout 1 server (its stock key back beside ctr) takes
+// it out of this layout's hands again.
+func TestLayoutOneSaleFailsClosed(t *testing.T) {
+	f := newFixture(t, -1)
+	old := func(name string) string { return f.g.key(f.sale, name) }
+	hold := flashsale.Hold{ReservationID: "r1", UserID: "u1", Quantity: 3, IdempotencyKey: "k1", RequestHash: "h",
+		AdmissionID: "a1", CreatedAt: time.UnixMilli(1_900_000_000_000)}
+	// A sale of 10 as layout 1 keeps it, 3 units held.
+	layoutOne := func(counter string) {
 		t.Helper()
-		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-			t.Fatalf("%s on the old sorted set: %v; want a WRONGTYPE error", what, err)
+		for _, cmd := range []rueidis.Completed{
+			f.g.client.B().Set().Key(old("stock")).Value(counter).Build(),
+			f.g.client.B().Hset().Key(old("meta")).FieldValue().FieldValue("loaded", "1").FieldValue("paused", "0").
+				FieldValue("epoch", "1").FieldValue("initial", "10").FieldValue("won", "3").FieldValue("restocked", "0").
+				FieldValue("audited", counter).Build(),
+			f.g.client.B().Hset().Key(old("held")).FieldValue().FieldValue("r1", encodeHold(hold)).Build(),
+			f.g.client.B().Hset().Key(old("buyers")).FieldValue().FieldValue("u1", "r1").Build(),
+			f.g.client.B().Hset().Key(old("idem")).FieldValue().FieldValue(idemField("u1", "k1"), encodeHold(hold)).Build(),
+			f.g.client.B().Hset().Key(old("adm")).FieldValue().FieldValue("a1", "1900000000000").Build(),
+		} {
+			if err := f.do(cmd).Error(); err != nil {
+				t.Fatal(err)
+			}
 		}
-		// Unavailable, so that the engine fails closed and the operator
-		// rebuilds, as for a Redis that does not answer.
-		if code := flashsale.ErrorCode(err); code != flashsale.CodeUnavailable {
-			t.Fatalf("%s on the old sorted set: code %q; want %q", what, code, flashsale.CodeUnavailable)
-		}
-		f.unchanged(what, before)
 	}
-	for _, batch := range []bool{false, true} {
-		f.g.batchAlone = batch
-		out, err := f.g.Reserve(f.ctx, f.req("u2"))
-		if out.Verdict != 0 {
-			t.Errorf("Reserve (batch %v) = %v; want no verdict", batch, out.Verdict)
+	notLoaded := func(when string) {
+		t.Helper()
+		before := f.dump()
+		for _, tc := range []struct {
+			name           string
+			batch, soldOut bool
+		}{{"one", false, false}, {"batch", true, false}, {"sold out", true, true}} {
+			f.g.batchAlone = tc.batch
+			f.g.combiner(f.sale).soldOut.Store(tc.soldOut)
+			if out, err := f.g.Reserve(f.ctx, f.req("u2")); err != nil || out.Verdict != flashsale.VerdictNotLoaded {
+				t.Fatalf("%s: Reserve (%s) = %v, %v; want not loaded", when, tc.name, out.Verdict, err)
+			}
+			r := f.req("u1")
+			r.IdempotencyKey, r.AdmissionID = "k1", "a1"
+			if out, err := f.g.Reserve(f.ctx, r); err != nil || out.Verdict != flashsale.VerdictNotLoaded {
+				t.Fatalf("%s: a replay (%s) = %v, %v; want not loaded", when, tc.name, out.Verdict, err)
+			}
 		}
-		failsClosed(fmt.Sprintf("Reserve (batch %v)", batch), err)
+		f.g.batchAlone = false
+		f.g.combiner(f.sale).soldOut.Store(false)
+		if _, err := f.g.Restock(f.ctx, f.sale, "r1", "test"); !errors.Is(err, flashsale.ErrNotLoaded) {
+			t.Fatalf("%s: Restock = %v; want ErrNotLoaded", when, err)
+		}
+		if _, err := f.g.Void(f.ctx, f.sale, hold, "test"); !errors.Is(err, flashsale.ErrNotLoaded) {
+			t.Fatalf("%s: Void = %v; want ErrNotLoaded", when, err)
+		}
+		if s := f.snapshot(); s.Loaded {
+			t.Fatalf("%s: snapshot %+v; want not loaded", when, s)
+		}
+		if _, found, err := f.g.Lookup(f.ctx, f.sale, "u1", "k1"); found || err != nil {
+			t.Fatalf("%s: Lookup = %v, %v; want not found", when, found, err)
+		}
+		if ok, err := f.g.Load(f.ctx, f.sale, 10, 1, "test"); ok || err != nil {
+			t.Fatalf("%s: Load = %v, %v; want nothing done", when, ok, err)
+		}
+		f.unchanged(when, before)
 	}
-	f.g.batchAlone = false
-	_, err := f.g.Void(f.ctx, f.sale, won.Hold, "test")
-	failsClosed("Void", err)
+	layoutOne("7") // 7 left: 3 held, and counter + won != initial is not this test's
+	notLoaded("a sale of layout 1")
 
-	// The operator's way back: pause, rebuild from the record, resume.
-	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, []flashsale.Hold{won.Hold}, nil, "test"); err != nil {
+	if err := f.g.Rebuild(f.ctx, f.sale, 10, 2, []flashsale.Hold{hold}, nil, "test"); err != nil {
 		t.Fatalf("Rebuild: %v", err)
+	}
+	for _, name := range []string{"stock", "held", "buyers", "instr", "idem", "adm"} {
+		if n, err := f.do(f.g.client.B().Exists().Key(old(name)).Build()).AsInt64(); n != 0 || err != nil {
+			t.Fatalf("layout 1's %s after the rebuild: %d, %v; want it deleted", name, n, err)
+		}
+	}
+	if a, err := f.g.Audit(f.ctx, f.sale, 1); err != nil || len(a) != 1 || a[0].Op != "rebuild" || a[0].Delta != 0 || a[0].Counter != 7 {
+		t.Fatalf("the rebuild's audit entry %+v, %v; want 7 to 7, from layout 1's counter", a, err)
 	}
 	if err := f.g.SetPaused(f.ctx, f.sale, false, "test"); err != nil {
 		t.Fatal(err)
 	}
-	r := f.req("u2")
+	r := f.req("u1")
+	r.Epoch = 2
+	f.expect(r, flashsale.VerdictLimitReached) // the rebuilt hold is u1's
+	r = f.req("u2")
+	r.Epoch, r.AdmissionID = 2, "a1"
+	f.expect(r, flashsale.VerdictAdmissionUsed) // and its turn is spent
+	r = f.req("u2")
 	r.Epoch = 2
 	f.expect(r, flashsale.VerdictWon)
-	r = f.req("u3")
-	r.Epoch, r.AdmissionID = 2, won.Hold.AdmissionID
-	f.expect(r, flashsale.VerdictAdmissionUsed) // the rebuilt hold's turn is taken
-	if s := f.snapshot(); s.Counter != 8 || s.Won != 2 {
-		t.Fatalf("snapshot after the rebuild %+v; want 8 left of 10, 2 held", s)
+	if h, found, err := f.g.Lookup(f.ctx, f.sale, "u1", "k1"); !found || err != nil || h.ReservationID != "r1" {
+		t.Fatalf("Lookup of the rebuilt key = %+v, %v, %v", h, found, err)
 	}
+
+	// A server of layout 1 rebuilds the sale back: its stock key beside
+	// this layout's counter, which must sell nothing from now on.
+	layoutOne("7")
+	notLoaded("a sale rebuilt back to layout 1")
 }
 
 // TestCounterNotMarkedLoadedSellsNothing: a counter whose meta does not

@@ -220,7 +220,7 @@ func (s *ShardedGate) won(ctx context.Context, r flashsale.GateReserve, n, k int
 	if r.Instrument != "" {
 		home := flashsale.ShardOf(r.Instrument, n)
 		hk := s.g.keys(shardSale(sale, home))
-		code, err := claimScript.Exec(ctx, s.g.client, []string{hk.stock, hk.meta, s.g.key(shardSale(sale, home), "claims")},
+		code, err := claimScript.Exec(ctx, s.g.client, []string{hk.stock, hk.meta, s.g.key(shardSale(sale, home), "claims"), hk.legacy},
 			[]string{r.Instrument, r.ReservationID, strconv.Itoa(k)}).AsInt64()
 		// An unanswered claim, or a home shard being rebuilt, leaves the
 		// win standing: the record's unique index on the instrument's live
@@ -338,7 +338,7 @@ func (s *ShardedGate) Restock(ctx context.Context, saleID, reservationID, source
 	found := make([]string, n)
 	errs := make([]error, n)
 	parallel(n, func(k int) {
-		found[k], errs[k] = s.g.client.Do(ctx, s.g.client.B().Hget().Key(s.g.key(shardSale(saleID, k), "held")).
+		found[k], errs[k] = s.g.client.Do(ctx, s.g.client.B().Hget().Key(s.g.key(shardSale(saleID, k), "book")).
 			Field(reservationID).Build()).ToString()
 		if rueidis.IsRedisNil(errs[k]) {
 			errs[k] = nil

@@ -468,8 +468,9 @@ func TestShardedTamperShowsPerShard(t *testing.T) {
 	f.expect(f.req(f.user(1, 0)), flashsale.VerdictPaused)
 }
 
-// shardKeyNames are the names of a shard's keys.
-var shardKeyNames = []string{"stock", "meta", "held", "buyers", "instr", "idem", "adm", "audit", "xout", "xpend", "xin", "xpeer", "claims"}
+// shardKeyNames are the names of a shard's keys (and of layout 1's, which
+// must stay missing).
+var shardKeyNames = []string{"ctr", "meta", "book", "audit", "stock", "held", "buyers", "instr", "idem", "adm", "xout", "xpend", "xin", "xpeer", "claims"}
 
 // dumpShard returns shard k's keys as DUMP serialises them ("" for a
 // missing key).
@@ -1003,4 +1004,44 @@ func TestShardedDrop(t *testing.T) {
 		t.Fatalf("Load after Drop = %v, %v", ok, err)
 	}
 	f.balanced(f.snapshot(), 6)
+}
+
+// TestShardedLayoutOneShardMovesNothing: a shard whose layout 1 stock key
+// exists beside its counter (a server of layout 1 rebuilt it) is not
+// usable to this layout's transfers either: it reads as not loaded, gives
+// no units, and takes none, so no unit leaves or enters a counter that
+// layout 1's servers may be selling from.
+func TestShardedLayoutOneShardMovesNothing(t *testing.T) {
+	f := newShardFixture(t, testenv.Redis, 2, 10)
+	c := f.g.Plain().client
+	ctr := func(k int) string {
+		t.Helper()
+		v, err := c.Do(f.ctx, c.B().Get().Key(f.g.ShardStockKey(f.sale, k)).Build()).ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if err := c.Do(f.ctx, c.B().Set().Key(f.g.Plain().keys(shardSale(f.sale, 0)).legacy).Value("5").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.states(); st[0].Loaded || !st[1].Loaded {
+		t.Fatalf("shard states %+v; want shard 0 not loaded, shard 1 loaded", st)
+	}
+	before0, before1 := ctr(0), ctr(1)
+	inc := f.inc()
+	for _, dir := range [][2]int{{0, 1}, {1, 0}} {
+		moved, err := f.g.transfer(f.ctx, f.sale, dir[0], dir[1], 2, inc, "test")
+		if err != nil || moved {
+			t.Fatalf("transfer %d to %d = %v, %v; want nothing moved", dir[0], dir[1], moved, err)
+		}
+	}
+	if got := ctr(0); got != before0 {
+		t.Fatalf("shard 0's counter %s, was %s: a transfer moved units in or out", got, before0)
+	}
+	// Shard 1 gave 2 units that shard 0 would not take: they wait in
+	// flight, counted by the snapshot, not credited anywhere.
+	if got := ctr(1); got != "3" || before1 != "5" {
+		t.Fatalf("shard 1's counter %s, was %s; want 2 units in flight", got, before1)
+	}
 }

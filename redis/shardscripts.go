@@ -45,13 +45,14 @@ return 1
 // {usable, counter, paused, epoch, allotment, won, restocked, audited, gen,
 // xseq, total, shards, inc, then per pending debit: id, "to\x1fn\x1fgen"}.
 //
-//	KEYS: 1 stock, 2 meta, 3 xpend
+//	KEYS: 1 ctr, 2 meta, 3 xpend, 4 layout 1's stock
 const shardStateLua = `
 local stock = redis.call('GET', KEYS[1])
 local m = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'epoch', 'initial', 'won', 'restocked', 'audited',
   'gen', 'xseq', 'total', 'shards', 'inc', 'node')
 local usable = 1
-if not stock or m[1] ~= '1' or (m[13] and m[13] ~= redis.pcall('CLUSTER', 'MYID')) then usable = 0 end
+if not stock or m[1] ~= '1' or redis.call('EXISTS', KEYS[4]) == 1 or
+  (m[13] and m[13] ~= redis.pcall('CLUSTER', 'MYID')) then usable = 0 end
 local out = {usable, stock or '0', m[2] or '0', m[3] or '0', m[4] or '0', m[5] or '0', m[6] or '0',
   m[7] or '0', m[8] or '0', m[9] or '0', m[10] or '0', m[11] or '0', m[12] or ''}
 local p = redis.call('HGETALL', KEYS[3])
@@ -77,13 +78,14 @@ return out
 // disagrees with the shard's bookkeeping (a shard that may not sell may
 // not give either); -4 fewer than n units left.
 //
-//	KEYS: 1 stock, 2 meta, 3 audit, 4 xout, 5 xpend
+//	KEYS: 1 ctr, 2 meta, 3 audit, 4 xout, 5 xpend, 6 layout 1's stock
 //	ARGV: 1 transfer id, 2 to shard, 3 n, 4 inc, 5 source, 6 now ms,
 //	      7 audit max length
 const transferOutLua = `
 local stock = redis.call('GET', KEYS[1])
 local m = redis.call('HMGET', KEYS[2], 'loaded', 'paused', 'node', 'inc', 'gen', 'initial', 'won', 'restocked')
-if not stock or m[1] ~= '1' or (m[3] and m[3] ~= redis.pcall('CLUSTER', 'MYID')) then return {-2, 0, '0'} end
+if not stock or m[1] ~= '1' or redis.call('EXISTS', KEYS[6]) == 1 or
+  (m[3] and m[3] ~= redis.pcall('CLUSTER', 'MYID')) then return {-2, 0, '0'} end
 local left = tonumber(stock)
 local gen = m[5] or '0'
 if m[4] ~= ARGV[4] then return {-1, left, gen} end
@@ -114,13 +116,14 @@ return {1, left, gen}
 // back, so it must be final: incarnations are random and never return,
 // and a fence only rises.
 //
-//	KEYS: 1 stock, 2 meta, 3 audit, 4 xin, 5 xpeer
+//	KEYS: 1 ctr, 2 meta, 3 audit, 4 xin, 5 xpeer, 6 layout 1's stock
 //	ARGV: 1 transfer id, 2 from shard, 3 n, 4 gen of the debit, 5 inc,
 //	      6 source, 7 now ms, 8 audit max length
 const transferInLua = `
 local stock = redis.call('GET', KEYS[1])
 local m = redis.call('HMGET', KEYS[2], 'loaded', 'node', 'inc')
-if not stock or m[1] ~= '1' or not m[3] or (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -2 end
+if not stock or m[1] ~= '1' or not m[3] or redis.call('EXISTS', KEYS[6]) == 1 or
+  (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -2 end
 if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 1 then return 0 end
 if m[3] ~= ARGV[5] then return -1 end
 local floor = redis.call('HGET', KEYS[5], ARGV[2])
@@ -142,14 +145,15 @@ return 1
 // counter). It returns 1 done, 0 nothing in flight under the id, -2 not
 // usable (a refund waits).
 //
-//	KEYS: 1 stock, 2 meta, 3 audit, 4 xpend
+//	KEYS: 1 ctr, 2 meta, 3 audit, 4 xpend, 5 layout 1's stock
 //	ARGV: 1 transfer id, 2 refund, 3 source, 4 now ms, 5 audit max length
 const transferEndLua = `
 local e = redis.call('HGET', KEYS[4], ARGV[1])
 if not e then return 0 end
 if ARGV[2] == '1' then
   local m = redis.call('HMGET', KEYS[2], 'loaded', 'node')
-  if not redis.call('GET', KEYS[1]) or m[1] ~= '1' or (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -2 end
+  if not redis.call('GET', KEYS[1]) or m[1] ~= '1' or redis.call('EXISTS', KEYS[5]) == 1 or
+    (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -2 end
   local a = string.find(e, '\31', 1, true)
   local b = string.find(e, '\31', a + 1, true)
   local n = tonumber(string.sub(e, a + 1, b - 1))
@@ -207,11 +211,12 @@ return 1
 // reservation on shard ARGV[3]. It returns 1 claimed (or claimed by this
 // reservation already), 0 claimed by another reservation, -2 not usable.
 //
-//	KEYS: 1 stock, 2 meta, 3 claims
+//	KEYS: 1 ctr, 2 meta, 3 claims, 4 layout 1's stock
 //	ARGV: 1 fingerprint, 2 reservation id, 3 the reservation's shard
 const claimLua = `
 local m = redis.call('HMGET', KEYS[2], 'loaded', 'node')
-if not redis.call('GET', KEYS[1]) or m[1] ~= '1' or (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -2 end
+if not redis.call('GET', KEYS[1]) or m[1] ~= '1' or redis.call('EXISTS', KEYS[4]) == 1 or
+  (m[2] and m[2] ~= redis.pcall('CLUSTER', 'MYID')) then return -2 end
 local c = redis.call('HGET', KEYS[3], ARGV[1])
 if c then
   if string.sub(c, 1, #ARGV[2] + 1) == ARGV[2] .. '\31' then return 1 end
@@ -237,7 +242,7 @@ return 0
 
 // heldLua reports, for each reservation id, whether the shard holds it.
 //
-//	KEYS: 1 held
+//	KEYS: 1 book
 //	ARGV: reservation ids
 const heldLua = `
 local out = {}

@@ -47,7 +47,7 @@ func (s *ShardedGate) read(ctx context.Context, saleID string, n int) ([]shardRe
 	parallel(n, func(k int) {
 		id := shardSale(saleID, k)
 		kk := s.g.keys(id)
-		vals, err := shardStateScript.Exec(ctx, s.g.client, []string{kk.stock, kk.meta, s.g.key(id, "xpend")}, nil).ToArray()
+		vals, err := shardStateScript.Exec(ctx, s.g.client, []string{kk.stock, kk.meta, s.g.key(id, "xpend"), kk.legacy}, nil).ToArray()
 		if err != nil {
 			if _, ok := rueidis.IsRedisErr(err); ok {
 				errs[k] = fail("read shard", err)
@@ -323,7 +323,7 @@ func (s *ShardedGate) transfer(ctx context.Context, saleID string, from, to int,
 	id := "xfer_" + newToken()
 	fid := shardSale(saleID, from)
 	fk := s.g.keys(fid)
-	vals, err := transferOutScript.Exec(ctx, s.g.client, []string{fk.stock, fk.meta, fk.audit, s.g.key(fid, "xout"), s.g.key(fid, "xpend")},
+	vals, err := transferOutScript.Exec(ctx, s.g.client, []string{fk.stock, fk.meta, fk.audit, s.g.key(fid, "xout"), s.g.key(fid, "xpend"), fk.legacy},
 		[]string{id, strconv.Itoa(to), strconv.FormatInt(units, 10), inc, source, ms(s.g.now()), s.g.maxLen}).ToArray()
 	if err != nil {
 		return false, fail("transfer", err)
@@ -360,7 +360,7 @@ const (
 func (s *ShardedGate) finish(ctx context.Context, saleID string, d debit, inc, source string) (int, error) {
 	tid := shardSale(saleID, d.to)
 	tk := s.g.keys(tid)
-	code, err := transferInScript.Exec(ctx, s.g.client, []string{tk.stock, tk.meta, tk.audit, s.g.key(tid, "xin"), s.g.key(tid, "xpeer")},
+	code, err := transferInScript.Exec(ctx, s.g.client, []string{tk.stock, tk.meta, tk.audit, s.g.key(tid, "xin"), s.g.key(tid, "xpeer"), tk.legacy},
 		[]string{d.id, strconv.Itoa(d.from), strconv.FormatInt(d.n, 10), strconv.FormatInt(d.gen, 10), inc, source,
 			ms(s.g.now()), s.g.maxLen}).AsInt64()
 	if err != nil {
@@ -376,7 +376,7 @@ func (s *ShardedGate) finish(ctx context.Context, saleID string, d debit, inc, s
 	}
 	fid := shardSale(saleID, d.from)
 	fk := s.g.keys(fid)
-	done, err := transferEndScript.Exec(ctx, s.g.client, []string{fk.stock, fk.meta, fk.audit, s.g.key(fid, "xpend")},
+	done, err := transferEndScript.Exec(ctx, s.g.client, []string{fk.stock, fk.meta, fk.audit, s.g.key(fid, "xpend"), fk.legacy},
 		[]string{d.id, refund, source, ms(s.g.now()), s.g.maxLen}).AsInt64()
 	if err != nil {
 		return waiting, fail("transfer", err)
@@ -519,7 +519,7 @@ func (s *ShardedGate) dropStaleClaims(ctx context.Context, saleID string, n int,
 			for i, c := range claims {
 				ids[i] = c.res
 			}
-			held, err := heldScript.Exec(ctx, s.g.client, []string{s.g.key(shardSale(saleID, k), "held")}, ids).AsIntSlice()
+			held, err := heldScript.Exec(ctx, s.g.client, []string{s.g.key(shardSale(saleID, k), "book")}, ids).AsIntSlice()
 			if err != nil || len(held) != len(ids) {
 				return fail("consolidate", errors.Join(err, fmt.Errorf("%d answers for %d holds", len(held), len(ids))))
 			}

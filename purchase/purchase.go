@@ -247,13 +247,6 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.R
 	// they all get the first one's answer; across processes the gate's
 	// idempotency entry and the wait in replay do the same.
 	v, err, _ := s.flight.Do(ansKey+"\x00"+hash, func() (any, error) {
-		if a, ok := s.sharedAnswer(ctx, ansKey); ok {
-			s.answers.put(ansKey, a, s.cfg.Now())
-			if a.hash != hash {
-				return nil, errKeyReused()
-			}
-			return nil, a.err
-		}
 		hold, found, err := s.lookup(ctx, sale, req.UserID, req.IdempotencyKey)
 		if err != nil {
 			return nil, err
@@ -263,6 +256,16 @@ func (s *Service) Reserve(ctx context.Context, req ReserveRequest) (*flashsale.R
 				return nil, errKeyReused()
 			}
 			return s.replay(ctx, sale, hold)
+		}
+		// Asked after the gate, not before: a gate that does not answer
+		// has failed the request already, and the sale fails closed in
+		// one timeout, not two.
+		if a, ok := s.sharedAnswer(ctx, ansKey); ok {
+			s.answers.put(ansKey, a, s.cfg.Now())
+			if a.hash != hash {
+				return nil, errKeyReused()
+			}
+			return nil, a.err
 		}
 		if sale.Epoch > 1 || sale.StateAt(s.cfg.Now()) == flashsale.SaleClosed {
 			// A rebuild gives the gate the keys of live holds only, so a

@@ -49,9 +49,9 @@ func (q *Queue) Save(w io.Writer) error {
 		for i := range sq.shards {
 			sh := &sq.shards[i]
 			sh.mu.Lock()
-			for k, p := range sh.places {
+			sh.places.each(func(k userKey, p place) {
 				sf.Places = append(sf.Places, k[0], k[1], uint64(p.pos), uint64(p.arrival))
-			}
+			})
 			sh.mu.Unlock()
 		}
 		sq.mu.Unlock()
@@ -100,7 +100,10 @@ func LoadQueue(r io.Reader) (*Queue, error) {
 		}
 		for i := 0; i < len(sf.Places); i += 4 {
 			k := userKey{sf.Places[i], sf.Places[i+1]}
-			sq.shards[k[0]%queueShards].places[k] = place{pos: int64(sf.Places[i+2]), arrival: int64(sf.Places[i+3])}
+			places := &sq.shards[k[0]%queueShards].places
+			if _, dup := places.get(k); !dup {
+				places.put(k, place{pos: int64(sf.Places[i+2]), arrival: int64(sf.Places[i+3])})
+			}
 		}
 		q.sales.Store(sf.ID, sq)
 	}

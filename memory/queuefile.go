@@ -46,6 +46,16 @@ func (q *Queue) Save(w io.Writer) error {
 		sf.Next, sf.Admitted, sf.Sealed = sq.next.Load(), sq.admitted.Load(), sq.sealed.Load()
 		sf.Entrants, sf.Counters, sf.Spent = maps.Clone(sq.entrants), maps.Clone(sq.counters), maps.Clone(sq.spent)
 		sf.Suspects = maps.Clone(sq.suspects)
+		// Sized first: two million places are 64 MB, which growing by
+		// appends would copy and double on the way.
+		n := 0
+		for i := range sq.shards {
+			sh := &sq.shards[i]
+			sh.mu.Lock()
+			n += sh.places.len()
+			sh.mu.Unlock()
+		}
+		sf.Places = make([]uint64, 0, 4*n)
 		for i := range sq.shards {
 			sh := &sq.shards[i]
 			sh.mu.Lock()

@@ -16,7 +16,7 @@
 #    (backends PostgreSQL forked during the run too, from the postmaster's
 #    mask), and the script says so.
 #
-#   bench/isolation.sh        # USERS=100000 UNITS=2000 DB_CORE=0 APP_CORE=1 CROWD_NICE=0
+#   bench/isolation.sh        # USERS=100000 UNITS=2000 DB_CORE=0 APP_CORE=1 CROWD_NICE=10
 #
 # Pinning changes PostgreSQL and Redis for everyone on the machine for the
 # run's minute or two; run it on a machine you may do that to. Needs root or
@@ -32,9 +32,10 @@ USERS=${USERS:-100000}
 UNITS=${UNITS:-2000}
 DB_CORE=${DB_CORE:-0}
 APP_CORE=${APP_CORE:-1}
-# The crowd has a core of its own beside the server's here, so it runs at
-# its own niceness unless told otherwise.
-CROWD_NICE=${CROWD_NICE:-0}
+# The crowd shares the server's core: at nice 10 once the probe has its idle
+# baseline (as bench/rehearse.sh), it takes the CPU the server leaves, as
+# shoppers on machines of their own would; 0 leaves it at the server's.
+CROWD_NICE=${CROWD_NICE:-10}
 OUT=${OUT:-./isolation-out}
 . bench/lib.sh
 need isolation.sh taskset pgrep psql redis-cli

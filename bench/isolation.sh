@@ -16,7 +16,12 @@
 #    (backends PostgreSQL forked during the run too, from the postmaster's
 #    mask), and the script says so.
 #
-#   bench/isolation.sh        # USERS=100000 UNITS=2000 DB_CORE=0 APP_CORE=1 CROWD_NICE=10
+#   bench/isolation.sh        # USERS=100000 UNITS=2000 DB_CORE=0 APP_CORE=1 REDIS_CORE=$DB_CORE CROWD_NICE=10
+#
+# REDIS_CORE=1 puts Redis beside the server instead: Redis carries the
+# rush (the queue, the gate, the limits), so on PostgreSQL's core it is
+# the rush's share of that core; beside the server, PostgreSQL has a core
+# to itself.
 #
 # Pinning changes PostgreSQL and Redis for everyone on the machine for the
 # run's minute or two; run it on a machine you may do that to. Needs root or
@@ -32,6 +37,7 @@ USERS=${USERS:-100000}
 UNITS=${UNITS:-2000}
 DB_CORE=${DB_CORE:-0}
 APP_CORE=${APP_CORE:-1}
+REDIS_CORE=${REDIS_CORE:-$DB_CORE}
 # The crowd shares the server's core: at nice 10 once the probe has its idle
 # baseline (as bench/rehearse.sh), it takes the CPU the server leaves, as
 # shoppers on machines of their own would; 0 leaves it at the server's.
@@ -96,8 +102,9 @@ start server "$work/flashsale" serve --addr 127.0.0.1:0 --data-dir "$work/server
 
 # shellcheck disable=SC2046 # one PID a word
 pin "$DB_CORE" $(pg_pids)
-echo "pinned to core $DB_CORE: PostgreSQL, ${#saved[@]} processes, all threads; Redis (pid $redis_pid), all threads"
-pin "$DB_CORE" "$redis_pid"
+echo "pinned to core $DB_CORE: PostgreSQL, ${#saved[@]} processes, all threads"
+pin "$REDIS_CORE" "$redis_pid"
+echo "pinned to core $REDIS_CORE: Redis (pid $redis_pid), all threads"
 pin "$APP_CORE" "$server_pid"
 echo "pinned to core $APP_CORE: the server (pid $server_pid), all threads, and the crowd with its probe (started there)"
 for pid in "$postmaster" "$redis_pid" "$server_pid"; do

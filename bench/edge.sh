@@ -65,7 +65,8 @@ wrk -t"$THREADS" -c"$CONNS" -d5s -s bench/ticket.lua "$edge_url" >/dev/null
 # The polling shopper arrives after all of them, so it waits throughout.
 jwt=$("$work/benchtool" jwts --users 1 --prefix "bench-poller-")
 TICKET=$(curl -fsS -H "Authorization: Bearer $jwt" "$edge_url/sale/$SKU/ticket" | sed -E 's/.*"token":"([^"]+)".*/\1/')
-export TICKET
+POLLER_JWT=$jwt
+export TICKET POLLER_JWT
 state=$(curl -fsS "$edge_url/sale/$SKU/status?token=$TICKET")
 echo "the poller's status: $state"
 case $state in *'"waiting"'*) ;; *) echo "the poller is not waiting" >&2; exit 1 ;; esac

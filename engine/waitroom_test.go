@@ -118,21 +118,21 @@ func TestRandomFairness(t *testing.T) {
 				t.Fatalf("%s after the draw: %v", user, st)
 			}
 			newTok := st["token"].(string)
-			got, err := h.eng.Tokens.VerifyTicket(newTok)
+			got, err := h.eng.Tokens.VerifyTicket(newTok, saleID)
 			if err != nil || got.Position != int64(place[waitroom.Pseudonym(saleID, user)]) {
 				t.Fatalf("%s: ticket says %d, draw says %d", user, got.Position, place[waitroom.Pseudonym(saleID, user)])
 			}
 			again, _ := h.ticketOf("drop", user)
-			if a, _ := h.eng.Tokens.VerifyTicket(again); a.Position != got.Position {
+			if a, _ := h.eng.Tokens.VerifyTicket(again, saleID); a.Position != got.Position {
 				t.Fatalf("%s asked again: place %d, was %d", user, a.Position, got.Position)
 			}
 		}
-		late, _ := h.eng.Tokens.VerifyTicket(lateTok)
+		late, _ := h.eng.Tokens.VerifyTicket(lateTok, saleID)
 		if late.Position != early+1 {
 			t.Fatalf("the first arrival after the open has place %d, want %d", late.Position, early+1)
 		}
 		late2Tok, _ := h.ticketOf("drop", "late-1")
-		if l2, _ := h.eng.Tokens.VerifyTicket(late2Tok); l2.Position != early+2 {
+		if l2, _ := h.eng.Tokens.VerifyTicket(late2Tok, saleID); l2.Position != early+2 {
 			t.Fatalf("the second latecomer has place %d", l2.Position)
 		}
 		if pub := h.do("GET", "/sale/drop", nil, nil).json(t); pub["drawn"] != true {

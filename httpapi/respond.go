@@ -104,8 +104,23 @@ func setRetryAfter(w http.ResponseWriter, d time.Duration) {
 	if secs < 1 {
 		secs = 1
 	}
+	if secs < int64(len(retryAfterValues)) {
+		// The header's value as net/http keeps it, made once: a poll is
+		// told when to come back every time, in whole seconds of a short
+		// range, and Set allocated the slice (and the string) per answer.
+		w.Header()["Retry-After"] = retryAfterValues[secs]
+		return
+	}
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 }
+
+// retryAfterValues are the Retry-After header's values for 0 to 120 s.
+var retryAfterValues = func() (v [121][]string) {
+	for i := range v {
+		v[i] = []string{strconv.Itoa(i)}
+	}
+	return v
+}()
 
 // jsonBuffer is a response body being encoded. They are pooled: the
 // waiting room answers every poll with one, and a fresh buffer and encoder

@@ -231,7 +231,15 @@ func (s *Server) routes() {
 // 500s, method errors as JSON, and a metric per request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	// The recorder is pooled, as every poll needs one: nothing keeps it
+	// past ServeHTTP (the mux's handlers return before it does, the live
+	// feed's too), so it goes back when the request is done.
+	rec := recorders.Get().(*statusRecorder)
+	*rec = statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		*rec = statusRecorder{}
+		recorders.Put(rec)
+	}()
 	// Every call the request makes to the record is counted, so that the
 	// funnel's promise (a rejection costs the database nothing) is a
 	// metric, not a belief. An edge has no record, and its polls do not
@@ -324,6 +332,8 @@ func (s *Server) allowed(r *http.Request) string {
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, s.cfg.Logger, r, flashsale.Errorf(flashsale.CodeNotFound, "No such route."))
 }
+
+var recorders = sync.Pool{New: func() any { return new(statusRecorder) }}
 
 type statusRecorder struct {
 	http.ResponseWriter

@@ -75,8 +75,8 @@ type saleQueue struct {
 	invitedSet map[string]struct{}
 	shards     [queueShards]struct {
 		mu     sync.Mutex
-		places map[userKey]place
-		_      [40]byte // keep shards on separate cache lines
+		places placeTable
+		_      [64]byte // keep shards on separate cache lines
 	}
 }
 
@@ -95,9 +95,6 @@ func NewQueue() *Queue {
 func newSaleQueue() *saleQueue {
 	sq := &saleQueue{entrants: map[string]int64{}, counters: map[string]int64{}, spent: map[string]int64{},
 		suspects: map[string]string{}, awaiting: map[int64]string{}, invitedSet: map[string]struct{}{}}
-	for i := range sq.shards {
-		sq.shards[i].places = make(map[userKey]place)
-	}
 	return sq
 }
 
@@ -115,10 +112,10 @@ func (q *Queue) Join(_ context.Context, saleID, userID string, now time.Time) (i
 	k := q.key(userID)
 	sh := &sq.shards[k[0]%queueShards]
 	sh.mu.Lock()
-	p, ok := sh.places[k]
+	p, ok := sh.places.get(k)
 	if !ok {
 		p = place{pos: sq.next.Add(1), arrival: now.UnixMilli()}
-		sh.places[k] = p
+		sh.places.put(k, p)
 	}
 	sh.mu.Unlock()
 	return p.pos, time.UnixMilli(p.arrival).UTC(), nil
@@ -351,7 +348,7 @@ func (q *Queue) Forget(_ context.Context, saleID string) error {
 	for i := range sq.shards {
 		sh := &sq.shards[i]
 		sh.mu.Lock()
-		sh.places = make(map[userKey]place)
+		sh.places = placeTable{}
 		sh.mu.Unlock()
 	}
 	sq.entrants, sq.counters, sq.spent = map[string]int64{}, map[string]int64{}, map[string]int64{}

@@ -52,12 +52,22 @@ func (q *Queue) Save(w io.Writer) error {
 		sf.Entrants, sf.Counters, sf.Spent = maps.Clone(sq.entrants), maps.Clone(sq.counters), maps.Clone(sq.spent)
 		sf.Suspects = maps.Clone(sq.suspects)
 		sf.Awaiting, sf.Invited = maps.Clone(sq.awaiting), slices.Clone(sq.invited)
+		// Sized first: two million places are 64 MB, which growing by
+		// appends would copy and double on the way.
+		n := 0
 		for i := range sq.shards {
 			sh := &sq.shards[i]
 			sh.mu.Lock()
-			for k, p := range sh.places {
+			n += sh.places.len()
+			sh.mu.Unlock()
+		}
+		sf.Places = make([]uint64, 0, 4*n)
+		for i := range sq.shards {
+			sh := &sq.shards[i]
+			sh.mu.Lock()
+			sh.places.each(func(k userKey, p place) {
 				sf.Places = append(sf.Places, k[0], k[1], uint64(p.pos), uint64(p.arrival))
-			}
+			})
 			sh.mu.Unlock()
 		}
 		sq.mu.Unlock()
@@ -113,7 +123,10 @@ func LoadQueue(r io.Reader) (*Queue, error) {
 		sq.invited = sf.Invited
 		for i := 0; i < len(sf.Places); i += 4 {
 			k := userKey{sf.Places[i], sf.Places[i+1]}
-			sq.shards[k[0]%queueShards].places[k] = place{pos: int64(sf.Places[i+2]), arrival: int64(sf.Places[i+3])}
+			places := &sq.shards[k[0]%queueShards].places
+			if _, dup := places.get(k); !dup {
+				places.put(k, place{pos: int64(sf.Places[i+2]), arrival: int64(sf.Places[i+3])})
+			}
 		}
 		q.sales.Store(sf.ID, sq)
 	}

@@ -239,6 +239,11 @@ func runInProcess(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	c.sale = sale
 	defer func() { _ = e.Gate.Drop(context.WithoutCancel(ctx), sale.ID) }()
+	// The rehearsal's queue goes with it, before the engine closes: an
+	// in-process queue is saved at close for the next start, and saving
+	// the crowd's two million places, that no one will ask for again, was
+	// the run's peak of memory.
+	defer func() { _ = e.Queue.Forget(context.WithoutCancel(ctx), sale.ID) }()
 	if cfg.Invited > 0 {
 		codes := make([]string, cfg.Invited)
 		hashes := make([]string, cfg.Invited)

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Every duration falls in a bucket whose upper bound is at least the
@@ -110,5 +111,13 @@ func TestSuspectPolls(t *testing.T) {
 	s.add(at(6200), at(6300)) // over a second after it: stale
 	if n := s.stale(units); n != 2 {
 		t.Fatalf("%d stale polls, want 2", n)
+	}
+}
+
+// TestShopperIsSmall pins the crowd's per-shopper memory: two million
+// shoppers are 64 MB at 32 bytes each, every byte more two megabytes.
+func TestShopperIsSmall(t *testing.T) {
+	if n := unsafe.Sizeof(shopper{}); n > 32 {
+		t.Fatalf("a shopper is %d bytes, want at most 32", n)
 	}
 }

@@ -26,7 +26,7 @@ type Admission struct {
 // key. Expires is truncated to the millisecond. It is safe for concurrent
 // use.
 func (r *Keyring) SignAdmission(a Admission) string {
-	return r.sign(kindAdmission, func(b []byte) []byte {
+	return r.sign(kindAdmission, formatVersion, "", func(b []byte) []byte {
 		b = appendString(b, a.UserID)
 		b = appendString(b, a.SaleID)
 		b = appendString(b, a.ID)
@@ -50,7 +50,7 @@ func (r *Keyring) VerifyAdmission(s string, now time.Time) (Admission, error) {
 		return Admission{}, ErrInvalid
 	}
 	defer r.scratch.Put(sc)
-	p, ok := r.open(sc, s, kindAdmission)
+	p, _, ok := r.open(sc, s, kindAdmission, "")
 	if !ok {
 		return Admission{}, ErrInvalid
 	}

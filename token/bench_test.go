@@ -14,7 +14,7 @@ func BenchmarkVerifyTicket(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ring.VerifyTicket(s); err != nil {
+		if _, err := ring.VerifyTicket(s, sampleSale); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -28,7 +28,7 @@ func BenchmarkVerifyTicketParallel(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := ring.VerifyTicket(s); err != nil {
+			if _, err := ring.VerifyTicket(s, sampleSale); err != nil {
 				b.Error(err)
 				return
 			}
@@ -42,7 +42,7 @@ func BenchmarkVerifyTicketForged(b *testing.B) {
 	s = s[:len(s)-2] + "AA"
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ring.VerifyTicket(s); err != token.ErrInvalid {
+		if _, err := ring.VerifyTicket(s, sampleSale); err != token.ErrInvalid {
 			b.Fatal(err)
 		}
 	}

@@ -21,7 +21,8 @@ func fuzzRings(f *testing.F) (ring, old *token.Keyring) {
 func FuzzVerifyTicket(f *testing.F) {
 	ring, old := fuzzRings(f)
 	f.Add(ring.SignTicket(sampleTicket()))
-	f.Add(old.SignTicket(token.Ticket{UserID: "u", SaleID: "s", Arrival: t0, Position: 1}))
+	f.Add(old.SignTicket(token.Ticket{UserID: "u", SaleID: sampleSale, Arrival: t0, Position: 1}))
+	f.Add(ring.SignTicketFormat2(sampleTicket()))
 	f.Add(ring.SignTicket(token.Ticket{}))
 	f.Add(ring.SignAdmission(sampleAdmission()))
 	f.Add("")
@@ -29,7 +30,7 @@ func FuzzVerifyTicket(f *testing.F) {
 	f.Add("tkt_." + strings.Repeat("A", 22))
 	f.Add("tkt_AgECazECdTECczHQDw4A.Em12eP_Zap23SRO2yMySgQ")
 	f.Fuzz(func(t *testing.T, s string) {
-		tk, err := ring.VerifyTicket(s)
+		tk, err := ring.VerifyTicket(s, sampleSale)
 		if err != nil {
 			if err != token.ErrInvalid || tk != (token.Ticket{}) {
 				t.Fatalf("VerifyTicket(%q) = %+v, %v; want a zero ticket and ErrInvalid", s, tk, err)
@@ -39,9 +40,10 @@ func FuzzVerifyTicket(f *testing.F) {
 		if len(s) > token.MaxLen {
 			t.Fatalf("a %d-byte ticket verified", len(s))
 		}
-		// Every ticket that verifies is the one encoding of its fields:
-		// there is no second spelling of a genuine ticket.
-		if ring.SignTicket(tk) != s && old.SignTicket(tk) != s {
+		// Every ticket that verifies is the one encoding of its fields
+		// in its format: there is no second spelling of a genuine ticket.
+		if ring.SignTicket(tk) != s && old.SignTicket(tk) != s &&
+			ring.SignTicketFormat2(tk) != s && old.SignTicketFormat2(tk) != s {
 			t.Fatalf("VerifyTicket(%q) = %+v, which signs differently", s, tk)
 		}
 	})
@@ -90,9 +92,10 @@ func FuzzVerifyAdmission(f *testing.F) {
 // so if testKey or the format changes.
 func TestFuzzCorpusIsGenuine(t *testing.T) {
 	ring := newRing(t, testKey("fz1"), testKey("fz0"))
-	for _, name := range []string{"valid", "valid_old_key", "valid_empty_fields"} {
+	// The corpus's tickets are of format 2, each of its own sale.
+	for name, sale := range map[string]string{"valid": sampleSale, "valid_old_key": "s", "valid_empty_fields": ""} {
 		s := readSeed(t, "FuzzVerifyTicket", name)
-		if _, err := ring.VerifyTicket(s); err != nil {
+		if _, err := ring.VerifyTicket(s, sale); err != nil {
 			t.Errorf("FuzzVerifyTicket/%s: %v", name, err)
 		}
 	}

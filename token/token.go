@@ -17,6 +17,15 @@
 // is how keys rotate (see ParseKeys). Tokens are signed, not encrypted: a
 // shopper can read its own position and user id, which it knows anyway.
 //
+// A ticket (format 3) does not carry its sale's id: the MAC covers the sale
+// id after the payload, length-prefixed, and the verifier supplies it (the
+// sale the poll names, which an edge holds in memory). A ticket of one sale
+// then fails the MAC in another, as it failed the comparison when it carried
+// the id, and two million tickets are each about forty bytes shorter for the
+// client and for whoever keeps them. Tickets of format 2, which carried the
+// sale id, still verify (and are checked against the sale given), so that
+// every ticket handed out before an upgrade stays valid.
+//
 // Verification rejects input longer than MaxLen before decoding anything,
 // and never panics; it allocates only the strings it returns.
 //
@@ -50,7 +59,12 @@ var (
 )
 
 const (
+	// formatVersion is the admission's format, and the ticket's before
+	// ticketVersion; both are still verified.
 	formatVersion = 2
+	// ticketVersion is the ticket's format: the sale id bound in the MAC,
+	// not carried.
+	ticketVersion = 3
 	macLen        = 16 // bytes of HMAC-SHA256 kept; 128 bits is beyond forging by trial
 	macB64Len     = 22 // base64url length of macLen bytes
 	prefixLen     = 4
@@ -145,9 +159,11 @@ func (r *Keyring) macOf(sc *scratch, i int, in []byte) []byte {
 	return h.Sum(sc.sum[:0])[:macLen]
 }
 
-// sign returns the token of kind k whose payload fields are appended by
-// fields after the header.
-func (r *Keyring) sign(k kind, fields func([]byte) []byte) string {
+// sign returns the token of kind k and format version whose payload fields
+// are appended by fields after the header. bound, when version is
+// ticketVersion, is the sale id the MAC covers after the payload without the
+// token carrying it.
+func (r *Keyring) sign(k kind, version byte, bound string, fields func([]byte) []byte) string {
 	sc := r.getScratch()
 	if sc == nil {
 		panic("token: sign with a zero Keyring; use NewKeyring")
@@ -155,12 +171,18 @@ func (r *Keyring) sign(k kind, fields func([]byte) []byte) string {
 	defer r.scratch.Put(sc)
 
 	in := append(sc.buf[:0], k.prefix()...)
-	in = append(in, formatVersion, byte(k))
+	in = append(in, version, byte(k))
 	in = appendString(in, r.keys[0].ID)
 	in = fields(in)
+	end := len(in)
+	if version == ticketVersion {
+		// Past MaxLen the append leaves sc.buf: such a token does not
+		// verify anyway (see MaxLen).
+		in = appendString(in, bound)
+	}
 	mac := r.macOf(sc, 0, in)
 
-	payload := in[prefixLen:]
+	payload := in[prefixLen:end]
 	out := make([]byte, 0, prefixLen+base64.RawURLEncoding.EncodedLen(len(payload))+1+macB64Len)
 	out = append(out, k.prefix()...)
 	out = base64.RawURLEncoding.AppendEncode(out, payload)
@@ -170,31 +192,43 @@ func (r *Keyring) sign(k kind, fields func([]byte) []byte) string {
 }
 
 // open checks that s is a genuine token of kind k and returns a reader of
-// its fields, the part of the payload after the header, which is in sc.buf.
-// The caller parses the fields and then puts sc back.
-func (r *Keyring) open(sc *scratch, s string, k kind) (reader, bool) {
+// its fields, the part of the payload after the header, which is in sc.buf,
+// and the token's format version. A ticket of ticketVersion is checked
+// against bound, the sale id its MAC covers; other tokens carry their sale
+// id in their fields, for the caller to compare. The caller parses the
+// fields and then puts sc back.
+func (r *Keyring) open(sc *scratch, s string, k kind, bound string) (reader, byte, bool) {
 	if len(s) > MaxLen || len(s) < prefixLen+1+macB64Len || s[:prefixLen] != k.prefix() {
-		return reader{}, false
+		return reader{}, 0, false
 	}
 	dot := len(s) - macB64Len - 1
 	if s[dot] != '.' {
-		return reader{}, false
+		return reader{}, 0, false
 	}
 	if n, ok := decodeB64(sc.mac[:], s[dot+1:]); !ok || n != macLen {
-		return reader{}, false
+		return reader{}, 0, false
 	}
 	copy(sc.buf[:], s[:prefixLen])
 	n, ok := decodeB64(sc.buf[prefixLen:], s[prefixLen:dot])
 	if !ok {
-		return reader{}, false
+		return reader{}, 0, false
 	}
 	in := sc.buf[:prefixLen+n]
 
 	p := reader{b: in[prefixLen:]}
 	version, kd := p.byte(), kind(p.byte())
 	kid := p.bytes()
-	if p.bad || version != formatVersion || kd != k {
-		return reader{}, false
+	if p.bad || kd != k || !(version == formatVersion || (k == kindTicket && version == ticketVersion)) {
+		return reader{}, 0, false
+	}
+	if version == ticketVersion {
+		// The sale id goes after the payload, inside the MAC only. A
+		// bound too long for the buffer cannot have signed a token that
+		// verifies.
+		if len(in)+binary.MaxVarintLen64+len(bound) > len(sc.buf) {
+			return reader{}, 0, false
+		}
+		in = appendString(in, bound)
 	}
 	key := -1
 	for i := range r.keys {
@@ -204,9 +238,9 @@ func (r *Keyring) open(sc *scratch, s string, k kind) (reader, bool) {
 		}
 	}
 	if key < 0 || !hmac.Equal(r.macOf(sc, key, in), sc.mac[:macLen]) {
-		return reader{}, false
+		return reader{}, 0, false
 	}
-	return p, true
+	return p, version, true
 }
 
 func appendString(b []byte, s string) []byte {

@@ -1,6 +1,8 @@
 package token_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"strings"
@@ -12,6 +14,9 @@ import (
 )
 
 var t0 = time.Date(2026, 8, 1, 10, 0, 0, 0, time.UTC)
+
+// sampleSale is the sale of sampleTicket and sampleAdmission.
+const sampleSale = "sale_01J8ZQ6X2N3M4P5Q6R7S8T9V0W"
 
 func newRing(t testing.TB, keys ...token.Key) *token.Keyring {
 	t.Helper()
@@ -53,7 +58,7 @@ func TestTicketRoundTrip(t *testing.T) {
 		if !strings.HasPrefix(s, "tkt_") {
 			t.Errorf("ticket token %q lacks the tkt_ prefix", s)
 		}
-		got, err := ring.VerifyTicket(s)
+		got, err := ring.VerifyTicket(s, tk.SaleID)
 		if err != nil {
 			t.Fatalf("VerifyTicket(SignTicket(%+v)): %v", tk, err)
 		}
@@ -73,7 +78,7 @@ func TestTicketArrivalIsMillisecondsUTC(t *testing.T) {
 	ring := newRing(t, testKey("k1"))
 	tk := sampleTicket()
 	tk.Arrival = time.Date(2026, 8, 1, 12, 0, 0, 999_999_999, time.FixedZone("CEST", 2*3600))
-	got, err := ring.VerifyTicket(ring.SignTicket(tk))
+	got, err := ring.VerifyTicket(ring.SignTicket(tk), sampleSale)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +135,7 @@ func TestTamperedTokensAreInvalid(t *testing.T) {
 		verify func(string) error
 	}{
 		"ticket": {ring.SignTicket(sampleTicket()), func(s string) error {
-			_, err := ring.VerifyTicket(s)
+			_, err := ring.VerifyTicket(s, sampleSale)
 			return err
 		}},
 		"admission": {ring.SignAdmission(sampleAdmission()), func(s string) error {
@@ -181,12 +186,12 @@ func TestForgedPayloadIsInvalid(t *testing.T) {
 	forged := ring.SignTicket(tk)
 	// Splice the better position's payload onto the first token's MAC.
 	spliced := forged[:strings.IndexByte(forged, '.')] + s[strings.IndexByte(s, '.'):]
-	if _, err := ring.VerifyTicket(spliced); err != token.ErrInvalid {
+	if _, err := ring.VerifyTicket(spliced, sampleSale); err != token.ErrInvalid {
 		t.Fatalf("a spliced ticket: err = %v, want ErrInvalid", err)
 	}
 	// A ring with another secret under the same key id cannot sign for ours.
 	other := newRing(t, token.Key{ID: "k1", Secret: []byte(strings.Repeat("x", token.MinSecretLen))})
-	if _, err := ring.VerifyTicket(other.SignTicket(tk)); err != token.ErrInvalid {
+	if _, err := ring.VerifyTicket(other.SignTicket(tk), sampleSale); err != token.ErrInvalid {
 		t.Fatalf("a ticket of another secret: err = %v, want ErrInvalid", err)
 	}
 }
@@ -194,7 +199,7 @@ func TestForgedPayloadIsInvalid(t *testing.T) {
 func TestUnknownKeyIsInvalid(t *testing.T) {
 	signer := newRing(t, testKey("k9"))
 	ring := newRing(t, testKey("k1"), testKey("k2"))
-	if _, err := ring.VerifyTicket(signer.SignTicket(sampleTicket())); err != token.ErrInvalid {
+	if _, err := ring.VerifyTicket(signer.SignTicket(sampleTicket()), sampleSale); err != token.ErrInvalid {
 		t.Errorf("ticket of an unknown key: err = %v, want ErrInvalid", err)
 	}
 	if _, err := ring.VerifyAdmission(signer.SignAdmission(sampleAdmission()), t0); err != token.ErrInvalid {
@@ -212,25 +217,25 @@ func TestKeyRotation(t *testing.T) {
 	oldAdmission := before.SignAdmission(sampleAdmission())
 	newTicket := during.SignTicket(sampleTicket())
 
-	if _, err := during.VerifyTicket(oldTicket); err != nil {
+	if _, err := during.VerifyTicket(oldTicket, sampleSale); err != nil {
 		t.Errorf("the rotating ring rejects a ticket of the old key: %v", err)
 	}
 	if _, err := during.VerifyAdmission(oldAdmission, t0); err != nil {
 		t.Errorf("the rotating ring rejects an admission of the old key: %v", err)
 	}
-	if _, err := during.VerifyTicket(newTicket); err != nil {
+	if _, err := during.VerifyTicket(newTicket, sampleSale); err != nil {
 		t.Errorf("the rotating ring rejects its own ticket: %v", err)
 	}
-	if _, err := after.VerifyTicket(newTicket); err != nil {
+	if _, err := after.VerifyTicket(newTicket, sampleSale); err != nil {
 		t.Errorf("the new ring rejects a ticket of the new key: %v", err)
 	}
 	if newTicket == oldTicket {
 		t.Error("the rotating ring still signs with the old key")
 	}
-	if _, err := before.VerifyTicket(newTicket); err != token.ErrInvalid {
+	if _, err := before.VerifyTicket(newTicket, sampleSale); err != token.ErrInvalid {
 		t.Errorf("the old ring accepts a ticket of a key it never had: %v", err)
 	}
-	if _, err := after.VerifyTicket(oldTicket); err != token.ErrInvalid {
+	if _, err := after.VerifyTicket(oldTicket, sampleSale); err != token.ErrInvalid {
 		t.Errorf("a dropped key still verifies a ticket: err = %v", err)
 	}
 	if _, err := after.VerifyAdmission(oldAdmission, t0); err != token.ErrInvalid {
@@ -245,7 +250,7 @@ func TestKindsDoNotCross(t *testing.T) {
 	if _, err := ring.VerifyAdmission(tkt, t0); err != token.ErrInvalid {
 		t.Errorf("a ticket verifies as an admission: err = %v", err)
 	}
-	if _, err := ring.VerifyTicket(adm); err != token.ErrInvalid {
+	if _, err := ring.VerifyTicket(adm, sampleSale); err != token.ErrInvalid {
 		t.Errorf("an admission verifies as a ticket: err = %v", err)
 	}
 	// Relabelling the prefix does not help: the prefix is inside the MAC,
@@ -253,7 +258,7 @@ func TestKindsDoNotCross(t *testing.T) {
 	if _, err := ring.VerifyAdmission("adm_"+tkt[4:], t0); err != token.ErrInvalid {
 		t.Errorf("a relabelled ticket verifies as an admission: err = %v", err)
 	}
-	if _, err := ring.VerifyTicket("tkt_" + adm[4:]); err != token.ErrInvalid {
+	if _, err := ring.VerifyTicket("tkt_"+adm[4:], sampleSale); err != token.ErrInvalid {
 		t.Errorf("a relabelled admission verifies as a ticket: err = %v", err)
 	}
 }
@@ -261,18 +266,18 @@ func TestKindsDoNotCross(t *testing.T) {
 func TestOverlongInputIsInvalid(t *testing.T) {
 	ring := newRing(t, testKey("k1"))
 	huge := "tkt_" + strings.Repeat("A", 1<<20) + "." + strings.Repeat("A", 22)
-	if _, err := ring.VerifyTicket(huge); err != token.ErrInvalid {
+	if _, err := ring.VerifyTicket(huge, sampleSale); err != token.ErrInvalid {
 		t.Errorf("a 1 MiB ticket: err = %v", err)
 	}
 	// A ticket with strings too long for MaxLen signs, but does not verify:
 	// the limit holds for the server's own tokens too.
 	tk := sampleTicket()
-	tk.UserID = strings.Repeat("u", 700)
+	tk.UserID = strings.Repeat("u", 760)
 	s := ring.SignTicket(tk)
 	if len(s) <= token.MaxLen {
-		t.Fatalf("a ticket with a 700-byte user id is only %d bytes", len(s))
+		t.Fatalf("a ticket with a 760-byte user id is only %d bytes", len(s))
 	}
-	if _, err := ring.VerifyTicket(s); err != token.ErrInvalid {
+	if _, err := ring.VerifyTicket(s, sampleSale); err != token.ErrInvalid {
 		t.Errorf("an over-long ticket: err = %v", err)
 	}
 	// The documented budget: strings up to 640 bytes in all verify.
@@ -297,11 +302,10 @@ func TestFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []byte{
-		2,           // version
+		3,           // version
 		1,           // kind: ticket
 		2, 'k', '1', // key id
 		2, 'u', '1', // user id
-		2, 's', '1', // sale id
 		0xd0, 0x0f, // arrival 1000 ms, zig-zag varint
 		14, // position 7, zig-zag varint
 		0,  // account created: not given
@@ -309,15 +313,68 @@ func TestFormat(t *testing.T) {
 	if string(payload) != string(want) {
 		t.Errorf("payload = %v, want %v", payload, want)
 	}
-	if raw, err := base64.RawURLEncoding.Strict().DecodeString(mac); err != nil || len(raw) != 16 {
-		t.Errorf("mac %q: %d bytes, %v; want 16", mac, len(raw), err)
+	// The MAC covers the prefix, the payload and the sale id, which the
+	// token does not carry.
+	h := hmac.New(sha256.New, testKey("k1").Secret)
+	h.Write([]byte("tkt_"))
+	h.Write(payload)
+	h.Write([]byte{2, 's', '1'})
+	if wantMAC := base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16]); mac != wantMAC {
+		t.Errorf("mac %q, want %q", mac, wantMAC)
 	}
-	const golden = "tkt_AgECazECdTECczHQDw4A.Em12eP_Zap23SRO2yMySgQ"
+	const golden = "tkt_AwECazECdTHQDw4A.I-ogIyEfW7Pkq21zHxVwhw"
 	if s != golden {
 		t.Errorf("token = %q, want %q: a change of layout or MAC must be deliberate", s, golden)
 	}
-	if _, err := ring.VerifyTicket(golden); err != nil {
+	if _, err := ring.VerifyTicket(golden, "s1"); err != nil {
 		t.Errorf("a token of the documented format does not verify: %v", err)
+	}
+	// The sale is inside the MAC: the same token is no ticket of another
+	// sale, however alike the ids.
+	for _, other := range []string{"s2", "s", "s1\x00", "", "S1"} {
+		if _, err := ring.VerifyTicket(golden, other); err != token.ErrInvalid {
+			t.Errorf("the ticket of sale s1 checked for sale %q: err = %v, want ErrInvalid", other, err)
+		}
+	}
+}
+
+// TestPreviousFormatStillVerifies holds the restart promise across the
+// upgrade to format 3 (docs/operations-restart.md: every ticket stays
+// valid): a ticket of format 2, which carried its sale id, as a server
+// before the upgrade handed it out, still verifies after it, for its own
+// sale only, with every field; and a tampered one does not.
+func TestPreviousFormatStillVerifies(t *testing.T) {
+	ring := newRing(t, testKey("k1"))
+	// Signed by the code of format 2 (commit f3399cd): u1, s1, 1000 ms, 7.
+	const v2 = "tkt_AgECazECdTECczHQDw4A.Em12eP_Zap23SRO2yMySgQ"
+	got, err := ring.VerifyTicket(v2, "s1")
+	if err != nil {
+		t.Fatalf("a ticket of format 2: %v", err)
+	}
+	want := token.Ticket{UserID: "u1", SaleID: "s1", Arrival: time.UnixMilli(1000).UTC(), Position: 7}
+	if got != want {
+		t.Errorf("a ticket of format 2 decodes to %+v, want %+v", got, want)
+	}
+	for _, other := range []string{"s2", "s", "", "s1\x00"} {
+		if _, err := ring.VerifyTicket(v2, other); err != token.ErrInvalid {
+			t.Errorf("a ticket of format 2 for sale s1, checked for sale %q: err = %v, want ErrInvalid", other, err)
+		}
+	}
+	// Re-signed, it becomes a ticket of format 3 with the same fields.
+	again, err := ring.VerifyTicket(ring.SignTicket(got), "s1")
+	if err != nil || again != want {
+		t.Errorf("a format-2 ticket signed again: %+v, %v; want %+v", again, err, want)
+	}
+	// Tampered, it does not.
+	for i := 0; i < len(v2); i++ {
+		m := v2[:i] + string(v2[i]^1) + v2[i+1:]
+		if _, err := ring.VerifyTicket(m, "s1"); err != token.ErrInvalid {
+			t.Fatalf("format 2, byte %d changed: err = %v, want ErrInvalid", i, err)
+		}
+	}
+	// The token is shorter by the sale id and its length.
+	if n3 := len(ring.SignTicket(sampleTicket())); n3 >= 100 {
+		t.Errorf("a sample ticket of format 3 is %d bytes", n3)
 	}
 }
 
@@ -365,7 +422,7 @@ func TestConcurrentUse(t *testing.T) {
 				if i%2 == 1 {
 					signer = old
 				}
-				got, err := ring.VerifyTicket(signer.SignTicket(tk))
+				got, err := ring.VerifyTicket(signer.SignTicket(tk), sampleSale)
 				if err != nil || got.Position != tk.Position {
 					t.Errorf("goroutine %d: %+v, %v", g, got, err)
 					return
@@ -385,7 +442,7 @@ func TestConcurrentUse(t *testing.T) {
 func TestZeroKeyring(t *testing.T) {
 	var zero token.Keyring
 	s := newRing(t, testKey("k1")).SignTicket(sampleTicket())
-	if _, err := zero.VerifyTicket(s); err != token.ErrInvalid {
+	if _, err := zero.VerifyTicket(s, sampleSale); err != token.ErrInvalid {
 		t.Errorf("zero Keyring VerifyTicket: %v, want ErrInvalid", err)
 	}
 	if _, err := zero.VerifyAdmission(s, t0); err != token.ErrInvalid {

@@ -83,7 +83,7 @@ func TestRoomRemembersPlaces(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := keys.VerifyTicket(tk.Token)
+		v, err := keys.VerifyTicket(tk.Token, "sale_"+sku)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestRoomRemembersPlaces(t *testing.T) {
 		}
 		// The remembered ticket is the one signing again would give.
 		again, _ := room.Ticket(ctx, "fifo", "ann", time.Time{})
-		v, err := keys.VerifyTicket(again.Token)
+		v, err := keys.VerifyTicket(again.Token, "sale_fifo")
 		if err != nil || again.Token != first.Token || keys.SignTicket(v) != again.Token {
 			t.Fatalf("asking again gave another ticket: %v", err)
 		}

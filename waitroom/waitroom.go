@@ -418,8 +418,8 @@ func (r *Room) StatusFor(ctx context.Context, sku, ticketToken, userID string) (
 	if err != nil {
 		return Status{}, err
 	}
-	t, err := r.cfg.Tokens.VerifyTicket(ticketToken)
-	if err != nil || t.SaleID != snap.Sale.ID {
+	t, err := r.cfg.Tokens.VerifyTicket(ticketToken, snap.Sale.ID)
+	if err != nil {
 		return Status{}, ErrInvalidTicket
 	}
 	if userID != "" && userID != t.UserID {
@@ -597,8 +597,8 @@ func (r *Room) AdmissionFor(ctx context.Context, sku, ticketToken, salt, nonce, 
 	if err != nil {
 		return Status{}, err
 	}
-	t, err := r.cfg.Tokens.VerifyTicket(ticketToken)
-	if err != nil || t.SaleID != snap.Sale.ID {
+	t, err := r.cfg.Tokens.VerifyTicket(ticketToken, snap.Sale.ID)
+	if err != nil {
 		return Status{}, ErrInvalidTicket
 	}
 	if userID != "" && userID != t.UserID {

@@ -62,7 +62,7 @@ func rehearse(ctx context.Context, args []string, getenv func(string) string, st
 	fs.Uint64Var(&cfg.Seed, "seed", 0, "makes the crowd reproducible (0: random)")
 	fs.StringVar(&report, "report", "", "also write the report as an HTML page to this file")
 	noProgress := fs.Bool("no-progress", false, "no live progress line")
-	memLimit := fs.Int("memory-limit-mib", 930, "a soft limit on the process's heap, in MiB (Go's GC works harder near it; 0: none), so that a rehearsal of millions stays inside a laptop's gigabyte")
+	memLimit := fs.Int("memory-limit-mib", 600, "a soft limit on the process's heap, in MiB (Go's GC works harder near it; 0: none), so that a rehearsal of millions stays inside a laptop's gigabyte")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the rehearsal to this file (go tool pprof)")
 	heapProfile := fs.String("memprofile", "", "in process: write a heap profile, taken once the crowd has arrived, to this file")
 	if err := parseQuiet(fs, args); err != nil {

@@ -29,15 +29,18 @@ type paceStripe struct {
 	_     [16]byte
 }
 
-// NewPace returns a Pace with windows of the given length.
+// NewPace returns a Pace with windows of the given length, at most
+// maxPaceWindow.
 func NewPace(length time.Duration) *Pace {
-	return &Pace{length: length, seed: maphash.MakeSeed()}
+	return &Pace{length: min(length, maxPaceWindow), seed: maphash.MakeSeed()}
 }
 
 // Observe records an event of the key (a, b) at now, after which the key
 // is asked to wait next (0: not asked to come back), and returns the key's
 // events in the current window, how many of them came early, and whether
-// this one did.
+// this one did. A wait asked is kept to the millisecond up to about 65 s
+// (longer ones count as that); the counts stop at 1023 events and 15 early
+// ones, far past any limit they are held against.
 func (p *Pace) Observe(a, b string, now time.Time, next time.Duration) (count, early int, wasEarly bool) {
 	key := pairKey(p.seed, a, b)
 	s := &p.stripes[key%stripes]
@@ -48,25 +51,50 @@ func (p *Pace) Observe(a, b string, now time.Time, next time.Duration) (count, e
 		s.keys.clear()
 	}
 	e, seen := s.keys.entry(key)
-	nanos := now.UnixNano()
-	wasEarly = seen && e.asked > 0 && nanos-e.last < int64(e.asked)*int64(time.Millisecond)/2
-	if wasEarly {
-		e.early++
+	at := uint64(now.Sub(s.start).Microseconds())
+	last, asked, n, ne := e.unpack()
+	wasEarly = seen && asked > 0 && at-last < asked*1000/2
+	if wasEarly && ne < maxEarly {
+		ne++
 	}
-	e.count++
-	e.last, e.asked = nanos, int32(min(next.Milliseconds(), 1<<31-1))
-	return int(e.count), int(e.early), wasEarly
+	if n < maxCount {
+		n++
+	}
+	e.pack(at, uint64(min(max(next.Milliseconds(), 0), maxAsked)), n, ne)
+	return int(n), int(ne), wasEarly
 }
 
-// paceSlot is one key's pace in the current window: 32 bytes, two to a
-// cache line, so a slot never straddles two.
+// paceSlot is one key's pace in the current window: 16 bytes, four to a
+// cache line, so a slot never straddles two and a crowd of two million
+// keys is 32 MB at most, not 64. The key's previous event, the wait it was
+// asked then and its counts are packed in one word.
 type paceSlot struct {
-	key   uint64 // 0: the slot is free (a key hashed to 0 is kept as 1)
-	last  int64  // Unix nanoseconds of the key's previous event
-	asked int32  // milliseconds it was asked to wait after it
-	count int32  // events in the window
-	early int32  // of which came sooner than half the wait asked
-	_     int32
+	key uint64 // 0: the slot is free (a key hashed to 0 is kept as 1)
+	// v is, from the low bits: the previous event, in microseconds from
+	// the window's start (34 bits); the milliseconds it was asked to wait
+	// after it (16); events in the window (10); of which came sooner than
+	// half the wait asked (4).
+	v uint64
+}
+
+const (
+	lastBits, askedBits, countBits, earlyBits = 34, 16, 10, 4
+
+	maxAsked = 1<<askedBits - 1
+	maxCount = 1<<countBits - 1
+	maxEarly = 1<<earlyBits - 1
+	// maxPaceWindow is the longest window whose offsets fit lastBits.
+	maxPaceWindow = (1<<lastBits - 1) * time.Microsecond
+)
+
+func (s *paceSlot) unpack() (last, asked, count, early uint64) {
+	v := s.v
+	return v & (1<<lastBits - 1), v >> lastBits & maxAsked, v >> (lastBits + askedBits) & maxCount,
+		v >> (lastBits + askedBits + countBits)
+}
+
+func (s *paceSlot) pack(last, asked, count, early uint64) {
+	s.v = last | asked<<lastBits | count<<(lastBits+askedBits) | early<<(lastBits+askedBits+countBits)
 }
 
 // paceTable is an open-addressing hash table of paceSlots with linear

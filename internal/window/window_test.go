@@ -101,13 +101,14 @@ func TestPaceManyKeys(t *testing.T) {
 func TestPaceTableProbes(t *testing.T) {
 	var tab paceTable
 	const same = 7 << 32 // every key below starts its probe at one slot
-	for round := int32(1); round <= 3; round++ {
+	for round := uint64(1); round <= 3; round++ {
 		for x := range uint64(200) {
 			s, seen := tab.entry(same | x)
-			if seen != (round > 1) || s.count != round-1 {
-				t.Fatalf("key %d, round %d: seen %v, count %d", x, round, seen, s.count)
+			last, asked, count, early := s.unpack()
+			if seen != (round > 1) || count != round-1 {
+				t.Fatalf("key %d, round %d: seen %v, count %d", x, round, seen, count)
 			}
-			s.count++
+			s.pack(last, asked, count+1, early)
 		}
 	}
 	if tab.used != 200 || tab.used*4 > len(tab.slots)*3 {
@@ -142,4 +143,30 @@ func BenchmarkPaceCrowd(b *testing.B) {
 			p.Observe("sale", users[i], now, time.Second)
 		}
 	})
+}
+
+// TestPaceSlotPacking: each field of a slot keeps its value beside the
+// others at their widest, and the counts stop at their ceilings.
+func TestPaceSlotPacking(t *testing.T) {
+	var s paceSlot
+	for _, c := range [][4]uint64{{0, 0, 0, 0}, {1<<lastBits - 1, maxAsked, maxCount, maxEarly}, {12345, 1, maxCount, 0}, {0, maxAsked, 0, maxEarly}} {
+		s.pack(c[0], c[1], c[2], c[3])
+		if l, a, n, e := s.unpack(); [4]uint64{l, a, n, e} != c {
+			t.Fatalf("packed %v, unpacked %v", c, [4]uint64{l, a, n, e})
+		}
+	}
+	p := NewPace(time.Minute)
+	t0 := time.Unix(1_780_000_000, 0)
+	var n, early int
+	for i := range 2000 {
+		n, early, _ = p.Observe("sale", "hammer", t0.Add(time.Duration(i)*time.Microsecond), time.Hour)
+	}
+	if n != maxCount || early != maxEarly {
+		t.Fatalf("2000 early events: count %d, early %d; want the ceilings %d, %d", n, early, maxCount, maxEarly)
+	}
+	// A wait past the widest is kept as the widest: still early at half of it.
+	p.Observe("sale", "slow", t0, time.Hour)
+	if _, _, was := p.Observe("sale", "slow", t0.Add(32*time.Second), time.Second); !was {
+		t.Fatal("back after 32 s, asked an hour: not early")
+	}
 }

@@ -256,3 +256,18 @@ func (s *Store) Ping(ctx context.Context) error {
 	s.note(ctx)
 	return s.Store.Ping(ctx)
 }
+
+func (s *Store) IssueInvites(ctx context.Context, sale *flashsale.Sale, hashes []string, by string, at time.Time) error {
+	s.note(ctx)
+	return s.Store.IssueInvites(ctx, sale, hashes, by, at)
+}
+
+func (s *Store) RedeemInvite(ctx context.Context, sale *flashsale.Sale, hash, userID string, at time.Time) (*flashsale.Invite, error) {
+	s.note(ctx)
+	return s.Store.RedeemInvite(ctx, sale, hash, userID, at)
+}
+
+func (s *Store) InviteCounts(ctx context.Context, saleID string) (flashsale.InviteCounts, error) {
+	s.note(ctx)
+	return s.Store.InviteCounts(ctx, saleID)
+}

@@ -31,16 +31,9 @@ func (r *Room) Redeem(ctx context.Context, sku, userID string, accountCreated ti
 	if !flashsale.ValidInviteCode(code) {
 		return Ticket{}, flashsale.ErrInviteInvalid
 	}
-	sale := snap.Sale.Sale()
-	now := r.cfg.Now()
-	if sale.StateAt(now) == flashsale.SaleClosed {
-		return Ticket{}, flashsale.Errorf(flashsale.CodeClosed, "The sale has closed.")
-	}
-	if err := eligible(sale, accountCreated, now); err != nil {
+	sale, now := snap.Sale.Sale(), r.cfg.Now()
+	if err := atTheDoor(snap, sale, accountCreated, now); err != nil {
 		return Ticket{}, err
-	}
-	if sale.StateAt(now) == flashsale.SaleOpen && snap.Loaded && snap.Counter <= 0 && snap.Pending <= 0 {
-		return Ticket{}, flashsale.Errorf(flashsale.CodeSoldOut, "Sold out: nothing is left and no hold can come back.")
 	}
 	if r.redeems.Add(sale.ID, userID, now) > r.cfg.RedeemLimit {
 		return Ticket{}, &flashsale.Error{Code: flashsale.CodeRateLimited, RetryAfter: time.Hour,

@@ -246,6 +246,23 @@ func (r *Room) Register(ctx context.Context, sku, userID string, accountCreated 
 	return err
 }
 
+// atTheDoor turns away, before they take a place or a code binds to
+// them, the shoppers the sale cannot serve: after it closed, an account
+// it does not admit, or once it is sold out for good (nothing left, no
+// hold that could come back).
+func atTheDoor(snap *Snapshot, sale *flashsale.Sale, accountCreated, now time.Time) error {
+	if sale.StateAt(now) == flashsale.SaleClosed {
+		return flashsale.Errorf(flashsale.CodeClosed, "The sale has closed.")
+	}
+	if err := eligible(sale, accountCreated, now); err != nil {
+		return err
+	}
+	if sale.StateAt(now) == flashsale.SaleOpen && snap.Loaded && snap.Counter <= 0 && snap.Pending <= 0 {
+		return flashsale.Errorf(flashsale.CodeSoldOut, "Sold out: nothing is left and no hold can come back.")
+	}
+	return nil
+}
+
 // Ticket gives the shopper a place in the sale's queue under its fairness
 // policy (the same place on every call, never a better one) as a signed
 // token. accountCreated is the shopper's acct_created claim (zero if
@@ -256,16 +273,9 @@ func (r *Room) Ticket(ctx context.Context, sku, userID string, accountCreated ti
 	if err != nil {
 		return Ticket{}, err
 	}
-	sale := snap.Sale.Sale()
-	now := r.cfg.Now()
-	if sale.StateAt(now) == flashsale.SaleClosed {
-		return Ticket{}, flashsale.Errorf(flashsale.CodeClosed, "The sale has closed.")
-	}
-	if err := eligible(sale, accountCreated, now); err != nil {
+	sale, now := snap.Sale.Sale(), r.cfg.Now()
+	if err := atTheDoor(snap, sale, accountCreated, now); err != nil {
 		return Ticket{}, err
-	}
-	if sale.StateAt(now) == flashsale.SaleOpen && snap.Loaded && snap.Counter <= 0 && snap.Pending <= 0 {
-		return Ticket{}, flashsale.Errorf(flashsale.CodeSoldOut, "Sold out: nothing is left and no hold can come back.")
 	}
 	pl, err := r.remembered(ctx, snap, userID, now)
 	if err != nil {

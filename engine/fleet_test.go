@@ -102,9 +102,13 @@ func newFleet(t *testing.T, redisURL, prefix string) *fleet {
 			Role: httpapi.RoleOrigin, DataDir: t.TempDir(), DatabaseURL: dbURL,
 			RedisURL: redisURL, RedisPrefix: prefix, TokenKeys: keys, AdminToken: fleetAdmin,
 			Now: f.clock.Now, Source: fmt.Sprintf("origin-%d", i),
-			// As the harness: generous for a loaded machine; the rate
-			// limits are another test's.
-			GateTimeout: 5 * time.Second, RecordTimeout: 30 * time.Second, MaxInFlight: 4096, ReserveBurst: -1,
+			// Generous for a loaded machine: with the clock standing
+			// still, a gate call that timed out would fail the sale
+			// closed for good (nothing here resumes it), and the crowd
+			// would poll a paused sale until its pace ran out. Failing
+			// closed in time is the outage tests' (with the production
+			// timeout); the rate limits are another test's.
+			GateTimeout: 30 * time.Second, RecordTimeout: 30 * time.Second, MaxInFlight: 4096, ReserveBurst: -1,
 		})
 		if err != nil {
 			t.Fatalf("open origin %d: %v", i, err)

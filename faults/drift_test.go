@@ -21,7 +21,7 @@ import (
 // it names itself in the audit log, and moves the counter behind the
 // gate's bookkeeping. The key layout is the one package redis documents.
 //
-//	KEYS: 1 stock, 2 meta, 3 audit   ARGV: 1 delta, 2 source, 3 now ms
+//	KEYS: 1 ctr (the counter), 2 meta, 3 audit   ARGV: 1 delta, 2 source, 3 now ms
 const addStockLua = `
 local left = redis.call('INCRBY', KEYS[1], ARGV[1])
 local seq = redis.call('HINCRBY', KEYS[2], 'seq', 1)
@@ -80,10 +80,10 @@ func TestSecondWriter(t *testing.T) {
 
 			var cmd rueidis.Completed
 			if tc.audited {
-				cmd = r.redis.B().Eval().Script(addStockLua).Numkeys(3).Key(base+"stock", base+"meta", base+"audit").
+				cmd = r.redis.B().Eval().Script(addStockLua).Numkeys(3).Key(base+"ctr", base+"meta", base+"audit").
 					Arg("7", writer, strconv.FormatInt(time.Now().UnixMilli(), 10)).Build()
 			} else {
-				cmd = r.redis.B().Incrby().Key(base + "stock").Increment(7).Build()
+				cmd = r.redis.B().Incrby().Key(base + "ctr").Increment(7).Build()
 			}
 			if err := r.redis.Do(ctx, cmd).Error(); err != nil {
 				t.Fatal(err)
